@@ -1,0 +1,20 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "Sluice",
+    products: [
+        .library(name: "Sluice", targets: ["Sluice"]),
+        .executable(name: "sluice", targets: ["sluice"]),
+    ],
+    targets: [
+        .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
+        .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        .systemLibrary(name: "CIsal", pkgConfig: "libisal", providers: [.apt(["libisal-dev"])]),
+        .target(name: "Sluice", dependencies: ["CZlib", "CCrypto", "CCurl", "CIsal"]),
+        .executableTarget(name: "sluice", dependencies: ["Sluice"]),
+        .testTarget(name: "SluiceTests", dependencies: ["Sluice", "CZlib", "CCrypto"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,3 @@
+#include <isa-l.h>
+#include <isa-l/igzip_lib.h>
+#include <isa-l/crc.h>

@@ -1,0 +1,77 @@
+import Foundation
+
+/// `sluice inspect`: what a checkpoint says, and what a rerun would do with it.
+public struct CheckpointInspector {
+    public let path: String
+    public let checkpoint: Checkpoint
+
+    public init(path: String) throws {
+        self.path = path
+        guard let checkpoint = try CheckpointStore(path: path).load() else {
+            throw SluiceError.usage("no checkpoint at \(path)")
+        }
+        self.checkpoint = checkpoint
+    }
+
+    /// What a rerun of the same command would do, and why.
+    public var verdict: (action: String, reason: String) {
+        let source = checkpoint.source
+        if source.kind == "read" {
+            var st = stat()
+            guard stat(source.location, &st) == 0 else { return ("restart", "\(source.location) is gone") }
+            let modified = "\(st.st_mtim.tv_sec).\(st.st_mtim.tv_nsec)"
+            if UInt64(st.st_size) != source.totalLength || modified != source.lastModified {
+                return ("restart", "\(source.location) changed since the checkpoint")
+            }
+        }
+        for case .file(let sink) in checkpoint.stages {
+            let partial = FileSink.partialPath(for: sink.path)
+            var st = stat()
+            guard stat(partial, &st) == 0, UInt64(st.st_size) >= sink.bytesWritten else {
+                return ("restart", "\(partial) is missing or shorter than the \(sink.bytesWritten) bytes recorded")
+            }
+        }
+        if source.kind == "fetch" {
+            return ("resume", "from source byte \(source.offset), if the server's validators still match")
+        }
+        return ("resume", "from source byte \(source.offset)")
+    }
+
+    public func render(json: Bool) -> String {
+        let verdict = self.verdict
+        let offsets = checkpoint.stageOffsets
+        let source = checkpoint.source
+        if json {
+            var sourceObject: [String: Any] = ["kind": source.kind, "location": source.location, "offset": source.offset]
+            if let etag = source.etag { sourceObject["etag"] = etag }
+            if let lastModified = source.lastModified { sourceObject["last_modified"] = lastModified }
+            if let total = source.totalLength { sourceObject["total_length"] = total }
+            let object: [String: Any] = [
+                "path": path,
+                "version": checkpoint.version,
+                "spec": checkpoint.spec,
+                "written_at": ISO8601DateFormatter().string(from: checkpoint.writtenAt),
+                "source": sourceObject,
+                "stages": offsets.map { ["stage": $0.stage, "input": $0.input, "output": $0.output] as [String: Any] },
+                "rerun": ["action": verdict.action, "reason": verdict.reason],
+            ]
+            let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .prettyPrinted])) ?? Data()
+            return String(decoding: data, as: UTF8.self)
+        }
+        var lines = [
+            "checkpoint  \(path) (format \(checkpoint.version))",
+            "spec        \(checkpoint.spec)",
+            "written     \(ISO8601DateFormatter().string(from: checkpoint.writtenAt))",
+            "source      \(source.kind) \(source.location)",
+            "  offset    \(source.offset)" + (source.totalLength.map { " of \($0)" } ?? ""),
+        ]
+        if let etag = source.etag { lines.append("  etag      \(etag)") }
+        if let lastModified = source.lastModified { lines.append("  modified  \(lastModified)") }
+        lines.append("stages      (bytes in → bytes out)")
+        for offset in offsets {
+            lines.append("  " + offset.stage.padding(toLength: 8, withPad: " ", startingAt: 0) + "  \(offset.input) → \(offset.output)")
+        }
+        lines.append("rerun       \(verdict.action): \(verdict.reason)")
+        return lines.joined(separator: "\n")
+    }
+}

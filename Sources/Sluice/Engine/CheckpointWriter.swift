@@ -1,0 +1,92 @@
+import Foundation
+
+/// Turns sealed cuts into stored checkpoints on its own thread, so neither the sink's
+/// fsync nor the checkpoint's own fsyncs stall the stream. Cuts that arrive while one
+/// is being written replace each other: only the newest is worth writing.
+final class CheckpointWriter: @unchecked Sendable {
+    // Mutable state is guarded by `condition`.
+    private let store: CheckpointStore
+    private let spec: String
+    private let control: RunControl
+    private let condition = NSCondition()
+    private var pending: Cut?
+    private var busy = false
+    private var stopping = false
+    private var exited = false
+    private var failure: SluiceError?
+    private(set) var written = 0
+
+    init(store: CheckpointStore, spec: String, control: RunControl) {
+        self.store = store
+        self.spec = spec
+        self.control = control
+        let thread = Thread { [self] in loop() }
+        thread.name = "sluice.checkpoint"
+        thread.start()
+    }
+
+    /// Called by the terminal sink, on its thread, when a cut is complete.
+    func submit(_ cut: Cut) {
+        condition.lock()
+        pending = cut
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// Waits until every submitted cut is stored; throws if storing one failed.
+    func flush() throws {
+        condition.lock()
+        while (pending != nil || busy) && failure == nil && !exited { condition.wait() }
+        let error = failure
+        condition.unlock()
+        if let error { throw error }
+    }
+
+    /// Stops the thread; a cut not yet started is dropped.
+    func stop() {
+        condition.lock()
+        stopping = true
+        pending = nil
+        condition.broadcast()
+        while !exited { condition.wait() }
+        condition.unlock()
+    }
+
+    private func loop() {
+        while true {
+            condition.lock()
+            while pending == nil && !stopping { condition.wait() }
+            guard !stopping, let cut = pending else {
+                exited = true
+                condition.broadcast()
+                condition.unlock()
+                return
+            }
+            pending = nil
+            busy = true
+            condition.unlock()
+
+            var failed: SluiceError?
+            do {
+                try cut.makeDurable?()
+                let checkpoint = Checkpoint(spec: spec, source: cut.source, stages: cut.stages)
+                try store.save(checkpoint)
+                control.progress.emit(.checkpoint(sourceOffset: cut.source.offset, stages: checkpoint.stageOffsets))
+            } catch let error as SluiceError {
+                failed = error
+            } catch {
+                failed = .io(path: store.path, operation: "write checkpoint", errno: EIO)
+            }
+
+            condition.lock()
+            busy = false
+            if let failed, failure == nil {
+                failure = failed
+                control.fail(failed)
+            }
+            if failed == nil { written += 1 }
+            condition.broadcast()
+            condition.unlock()
+        }
+    }
+}

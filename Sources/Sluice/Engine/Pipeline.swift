@@ -1,0 +1,165 @@
+import Foundation
+
+/// Runs a pipeline spec: builds the stages (restored from a checkpoint when one exists),
+/// connects them with relays, pushes the source through, and leaves the disk in exactly
+/// the state DESIGN.md §1 promises for each outcome.
+///
+///     let pipeline = try Pipeline("read data.gz | gunzip | file data")
+///     try pipeline.run()
+public final class Pipeline: Sendable {
+    public let spec: PipelineSpec
+    public let options: PipelineOptions
+    /// Shared with every thread of the run; `cancel()` goes through it.
+    public let control: RunControl
+
+    public init(spec: PipelineSpec, options: PipelineOptions = PipelineOptions()) {
+        self.spec = spec
+        self.options = options
+        self.control = RunControl(progress: ProgressReporter(handler: options.progress))
+    }
+
+    /// Parses `text` (see `PipelineSpec`) and prepares a run.
+    public convenience init(_ text: String, options: PipelineOptions = PipelineOptions()) throws(SpecError) {
+        self.init(spec: try PipelineSpec(parsing: text), options: options)
+    }
+
+    /// Stops a running pipeline from any thread: it saves a checkpoint where it stands
+    /// and `run()` throws `SluiceError.cancelled`.
+    public func cancel() {
+        control.cancel()
+    }
+
+    /// The checkpoint this run uses, or nil when it cannot resume (stdin, stdout without
+    /// an explicit checkpoint, or checkpoints disabled).
+    public var checkpointPath: String? {
+        if case .stdin = spec.source { return nil }
+        if options.checkpointInterval == 0 && options.checkpointPath == nil { return nil }
+        if let explicit = options.checkpointPath { return explicit }
+        if case .file(let path) = spec.sink { return path + ".sluice" }
+        return nil
+    }
+
+    /// Runs to the end. Throws `SluiceError` (or `SpecError` wrapped in it).
+    @discardableResult
+    public func run() throws -> RunReport {
+        let started = Date()
+        do {
+            let report = try runLocked(started: started)
+            control.progress.emit(.done(sourceBytes: report.sourceBytes, outputBytes: 0, seconds: report.seconds))
+            return report
+        } catch let error as SluiceError {
+            control.progress.emit(.error(error))
+            throw error
+        }
+    }
+
+    private func runLocked(started: Date) throws -> RunReport {
+        if case .stdin = spec.source, options.checkpointPath != nil {
+            throw SluiceError.usage("stdin cannot be resumed, so it takes no --checkpoint; read from a file or URL to make the run resumable")
+        }
+        let store = checkpointPath.map(CheckpointStore.init(path:))
+        try store?.lock()
+        var succeeded = false
+        defer { store?.unlock(removeFile: succeeded) }
+
+        var checkpoint: Checkpoint?
+        if let store {
+            if options.restart {
+                store.remove()
+                discardPartialOutput()
+            } else {
+                checkpoint = try store.load()
+                if let checkpoint { try check(checkpoint, storedAt: store.path) }
+            }
+        }
+
+        var restartReason: String?
+        let resumedAt = checkpoint?.source.offset
+        while true {
+            do {
+                let sourceBytes = try runOnce(resumingFrom: checkpoint, store: store)
+                store?.remove()
+                succeeded = true
+                return RunReport(resumedAt: restartReason == nil ? resumedAt : nil, restartReason: restartReason,
+                                 sourceBytes: sourceBytes, seconds: Date().timeIntervalSince(started), notes: [])
+            } catch let changed as SourceChanged {
+                guard case .file = spec.sink, checkpoint != nil, restartReason == nil else {
+                    throw SluiceError.remoteChanged(url: changed.location, reason: changed.reason)
+                }
+                restartReason = "\(changed.location) changed since the checkpoint (\(changed.reason)); starting over from zero"
+            } catch FileSinkError.partialTooShort(let path, let expected) {
+                guard restartReason == nil else { throw SluiceError.io(path: path, operation: "resume", errno: EIO) }
+                restartReason = "\(path) is shorter than the \(expected) bytes the checkpoint records; starting over from zero"
+            } catch let error as SluiceError {
+                if error.discardsPartialOutput {
+                    store?.remove()
+                    discardPartialOutput()
+                }
+                throw error
+            }
+            control.progress.emit(.restart(reason: restartReason!))
+            store?.remove()
+            discardPartialOutput()
+            checkpoint = nil
+        }
+    }
+
+    /// Refuses a checkpoint that belongs to another pipeline.
+    private func check(_ checkpoint: Checkpoint, storedAt path: String) throws {
+        guard checkpoint.spec == spec.description else {
+            throw SluiceError.checkpointRefused(path: path, reason: "it was written for a different pipeline ('\(checkpoint.spec)')")
+        }
+        let expected = spec.stages.dropFirst().map(\.name)
+        guard checkpoint.stages.map(\.stageName) == expected, checkpoint.source.kind == spec.source.name else {
+            throw SluiceError.checkpointRefused(path: path, reason: "its stages do not match the spec")
+        }
+    }
+
+    private func discardPartialOutput() {
+        if case .file(let path) = spec.sink { FileSink.discard(path: path) }
+    }
+
+    /// One pass from the checkpoint (or zero) to the end. Returns the source bytes moved.
+    private func runOnce(resumingFrom checkpoint: Checkpoint?, store: CheckpointStore?) throws -> UInt64 {
+        let writer = store.map { CheckpointWriter(store: $0, spec: spec.description, control: control) }
+        defer { writer?.stop() }
+        let built: StageChain
+        do {
+            built = try StageChain(spec: spec, options: options, control: control, restoring: checkpoint)
+        } catch let error as SluiceError {
+            if case .checkpointRefused(_, let reason) = error, let store {
+                throw SluiceError.checkpointRefused(path: store.path, reason: reason)
+            }
+            throw error
+        }
+        if let checkpoint { control.progress.emit(.resume(sourceOffset: checkpoint.source.offset)) }
+        let startOffset = checkpoint?.source.offset ?? 0
+        control.progress.emit(.start(spec: spec.description, total: checkpoint?.source.totalLength, resumedAt: checkpoint?.source.offset))
+        var seal: (@Sendable (Cut) -> Void)?
+        if let writer { seal = { cut in writer.submit(cut) } }
+        let head = PipelineHead(source: built.source, next: built.first, startOffset: startOffset,
+                                interval: options.checkpointInterval, control: control, seal: seal)
+        do {
+            try built.source.run(into: head)
+            try head.finish()
+        } catch {
+            // A stop that came from the source side (interrupt, transfer given up) leaves
+            // the stages healthy: a final barrier records exactly where they stand.
+            let failure = error as? SluiceError
+            if let writer, failure == .cancelled || isTransferFailure(failure),
+               (try? head.injectBarrier(final: true)) != nil {
+                built.close()
+                try? writer.flush()
+            }
+            built.close()
+            throw error
+        }
+        built.close()
+        return head.offset
+    }
+
+    private func isTransferFailure(_ error: SluiceError?) -> Bool {
+        if case .transfer = error { return true }
+        return false
+    }
+}

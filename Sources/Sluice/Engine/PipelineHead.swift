@@ -1,0 +1,46 @@
+/// The first sink of every pipeline, written to by the source: counts source bytes,
+/// stops the run when asked, and injects a checkpoint barrier every `interval` bytes.
+final class PipelineHead: ByteSink {
+    private let next: ByteSink
+    private let source: ByteSource
+    private let control: RunControl
+    private let interval: UInt64
+    private let seal: (@Sendable (Cut) -> Void)?
+    private(set) var offset: UInt64
+    private var sinceBarrier: UInt64 = 0
+
+    /// - Parameter seal: where sealed cuts go (the checkpoint writer); nil disables barriers.
+    init(source: ByteSource, next: ByteSink, startOffset: UInt64, interval: UInt64,
+         control: RunControl, seal: (@Sendable (Cut) -> Void)?) {
+        self.source = source
+        self.next = next
+        self.offset = startOffset
+        self.interval = interval
+        self.control = control
+        self.seal = seal
+    }
+
+    func write(_ bytes: UnsafeRawBufferPointer) throws {
+        try control.check()
+        try next.write(bytes)
+        offset &+= UInt64(bytes.count)
+        sinceBarrier &+= UInt64(bytes.count)
+        if interval > 0 && sinceBarrier >= interval { try injectBarrier(final: false) }
+    }
+
+    func barrier(_ cut: Cut) throws {
+        try next.barrier(cut)
+    }
+
+    func finish() throws {
+        try control.check()
+        try next.finish()
+    }
+
+    /// Sends a barrier at the current offset down the chain. `final`: the run is stopping.
+    func injectBarrier(final: Bool) throws {
+        guard let seal else { return }
+        sinceBarrier = 0
+        try next.barrier(Cut(source: source.state(at: offset), isFinal: final, onSeal: seal))
+    }
+}

@@ -1,0 +1,34 @@
+import Foundation
+import Synchronization
+
+/// Shared by every thread of one run: the stop flag and the first failure.
+///
+/// Any thread may stop the run (a signal, `Pipeline.cancel()`, a failed checkpoint
+/// write); the source checks `isStopped` between chunks, and long waits (libcurl's
+/// progress callback, queue waits) poll it.
+public final class RunControl: Sendable {
+    private let stopped = Atomic<Bool>(false)
+    private let firstFailure = Mutex<SluiceError?>(nil)
+    let progress: ProgressReporter
+
+    init(progress: ProgressReporter) {
+        self.progress = progress
+    }
+
+    public var isStopped: Bool { stopped.load(ordering: .acquiring) }
+
+    /// Why the run stopped: the first failure recorded, or `.cancelled`.
+    public var failure: SluiceError? { firstFailure.withLock { $0 } }
+
+    public func cancel() { fail(.cancelled) }
+
+    func fail(_ error: SluiceError) {
+        firstFailure.withLock { if $0 == nil { $0 = error } }
+        stopped.store(true, ordering: .releasing)
+    }
+
+    /// Throws the recorded failure if the run has been stopped.
+    func check() throws {
+        if isStopped { throw failure ?? .cancelled }
+    }
+}

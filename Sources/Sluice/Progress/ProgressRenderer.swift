@@ -1,0 +1,210 @@
+import Foundation
+import Synchronization
+
+/// How progress appears on stderr.
+public enum ProgressStyle: String, Sendable, CaseIterable {
+    /// A bar when stderr is a terminal, nothing otherwise.
+    case auto
+    /// A one-line bar, redrawn at most 10 times a second, cleared at the end.
+    case bar
+    /// One JSON object per line (see README: "Progress as JSON lines").
+    case json
+    case none
+}
+
+/// Renders progress events to stderr as a bar or as JSON lines, and prints the
+/// notices a user must see (resume, restart, retries) as `sluice:` lines.
+public final class ProgressRenderer: Sendable {
+    private enum Mode { case bar, json, quietBar }
+    private let mode: Mode
+    private let quiet: Bool
+    private let state = Mutex(State())
+    private let started = Date()
+
+    private struct State {
+        var lastDraw = Date.distantPast
+        var drawn = false
+        var resumed = false
+        var lastOffset: UInt64 = 0
+        var total: UInt64?
+        var attemptStart = Date()
+        var attemptOffset: UInt64 = 0
+    }
+
+    /// `quiet`: only errors (printed by the caller) reach stderr.
+    public static func make(style: ProgressStyle, quiet: Bool, stderrIsTerminal: Bool = isatty(STDERR_FILENO) == 1) -> ProgressRenderer {
+        switch style {
+        case .json: return ProgressRenderer(mode: .json, quiet: quiet)
+        case .bar: return ProgressRenderer(mode: quiet ? .quietBar : .bar, quiet: quiet)
+        case .auto: return ProgressRenderer(mode: stderrIsTerminal && !quiet ? .bar : .quietBar, quiet: quiet)
+        case .none: return ProgressRenderer(mode: .quietBar, quiet: quiet)
+        }
+    }
+
+    private init(mode: Mode, quiet: Bool) {
+        self.mode = mode
+        self.quiet = quiet
+    }
+
+    public func handle(_ event: ProgressEvent) {
+        switch mode {
+        case .json: emitJSON(event)
+        case .bar: drawBar(event)
+        case .quietBar: noticeOnly(event)
+        }
+    }
+
+    /// Clears the bar, if one is drawn.
+    public func finish() {
+        state.withLock { s in
+            if s.drawn { write("\r\u{1b}[2K") }
+            s.drawn = false
+        }
+    }
+
+    // MARK: notices
+
+    private func notice(for event: ProgressEvent) -> String? {
+        switch event {
+        case .resume(let offset): return "resuming from a checkpoint at source byte \(offset)"
+        case .restart(let reason): return reason
+        case .retry(let attempt, let delay, let reason):
+            return "\(reason); retry \(attempt) in \(String(format: "%.1f", delay)) s"
+        default: return nil
+        }
+    }
+
+    private func noticeOnly(_ event: ProgressEvent) {
+        guard !quiet, let text = notice(for: event) else { return }
+        write("sluice: \(text)\n")
+    }
+
+    // MARK: bar
+
+    private func drawBar(_ event: ProgressEvent) {
+        state.withLock { s in
+            if let text = notice(for: event) {
+                if s.drawn { write("\r\u{1b}[2K") }
+                s.drawn = false
+                write("sluice: \(text)\n")
+            }
+            switch event {
+            case .start(_, let total, let resumedAt):
+                s.total = total ?? s.total
+                s.resumed = s.resumed || resumedAt != nil
+                s.attemptStart = Date()
+                s.attemptOffset = resumedAt ?? 0
+                s.lastOffset = resumedAt ?? 0
+            case .progress(let offset, let total, _):
+                s.lastOffset = offset
+                s.total = total ?? s.total
+                let now = Date()
+                guard now.timeIntervalSince(s.lastDraw) >= 0.1 else { return }
+                s.lastDraw = now
+                let line = Self.barLine(offset: offset, total: s.total, resumed: s.resumed,
+                                        rate: Double(offset - min(offset, s.attemptOffset)) / max(now.timeIntervalSince(s.attemptStart), 0.001))
+                write("\r\u{1b}[2K" + line)
+                s.drawn = true
+            case .done, .error:
+                if s.drawn { write("\r\u{1b}[2K") }
+                s.drawn = false
+            default:
+                break
+            }
+        }
+    }
+
+    static func barLine(offset: UInt64, total: UInt64?, resumed: Bool, rate: Double) -> String {
+        var parts: [String] = []
+        if let total, total > 0 {
+            let fraction = min(1, Double(offset) / Double(total))
+            let width = 24
+            let filled = Int(fraction * Double(width))
+            parts.append("[" + String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled) + "]")
+            parts.append(String(format: "%5.1f%%", fraction * 100))
+            parts.append("\(formatBytes(offset))/\(formatBytes(total))")
+            if rate > 0 {
+                let eta = Double(total - min(total, offset)) / rate
+                parts.append("\(formatBytes(UInt64(rate)))/s")
+                parts.append("ETA \(formatDuration(eta))")
+            }
+        } else {
+            parts.append(formatBytes(offset))
+            if rate > 0 { parts.append("\(formatBytes(UInt64(rate)))/s") }
+        }
+        if resumed { parts.append("(resumed)") }
+        return parts.joined(separator: " ")
+    }
+
+    // MARK: JSON lines
+
+    private func emitJSON(_ event: ProgressEvent) {
+        var object: [String: Any] = ["time": Date().timeIntervalSince(started)]
+        switch event {
+        case .start(let spec, let total, let resumedAt):
+            object["event"] = "start"
+            object["spec"] = spec
+            if let total { object["total"] = total }
+            if let resumedAt { object["resumed_at"] = resumedAt }
+        case .progress(let offset, let total, let output):
+            let keep = state.withLock { s -> Bool in
+                let now = Date()
+                guard now.timeIntervalSince(s.lastDraw) >= 0.1 else { return false }
+                s.lastDraw = now
+                return true
+            }
+            guard keep else { return }
+            object["event"] = "progress"
+            object["source_offset"] = offset
+            object["output_bytes"] = output
+            if let total { object["total"] = total }
+        case .retry(let attempt, let delay, let reason):
+            object["event"] = "retry"
+            object["attempt"] = attempt
+            object["delay"] = delay
+            object["reason"] = reason
+        case .checkpoint(let offset, let stages):
+            object["event"] = "checkpoint"
+            object["source_offset"] = offset
+            object["stages"] = stages.map { ["stage": $0.stage, "input": $0.input, "output": $0.output] as [String: Any] }
+        case .resume(let offset):
+            object["event"] = "resume"
+            object["source_offset"] = offset
+        case .restart(let reason):
+            object["event"] = "restart"
+            object["reason"] = reason
+        case .done(let sourceBytes, let outputBytes, let seconds):
+            object["event"] = "done"
+            object["source_offset"] = sourceBytes
+            object["output_bytes"] = outputBytes
+            object["seconds"] = seconds
+        case .error(let error):
+            object["event"] = "error"
+            object["exit_code"] = Int(error.exitCode)
+            object["message"] = error.description
+        }
+        guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) else { return }
+        write(String(decoding: data, as: UTF8.self) + "\n")
+    }
+
+    private func write(_ text: String) {
+        FileHandle.standardError.write(Data(text.utf8))
+    }
+}
+
+func formatBytes(_ n: UInt64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"]
+    var value = Double(n)
+    var unit = 0
+    while value >= 1024 && unit < units.count - 1 {
+        value /= 1024
+        unit += 1
+    }
+    return unit == 0 ? "\(n) B" : String(format: "%.1f %@", value, units[unit])
+}
+
+func formatDuration(_ seconds: Double) -> String {
+    guard seconds.isFinite else { return "--:--" }
+    let s = Int(seconds.rounded())
+    return s >= 3600 ? String(format: "%d:%02d:%02d", s / 3600, s / 60 % 60, s % 60) : String(format: "%d:%02d", s / 60, s % 60)
+}

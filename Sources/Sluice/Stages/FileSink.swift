@@ -1,0 +1,85 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// How much of a file sink's output is durable at a cut.
+public struct FileSinkState: Codable, Sendable, Equatable {
+    public var path: String
+    public var bytesWritten: UInt64
+}
+
+/// `file PATH`: writes beside `PATH` under a temporary name, makes it durable before
+/// every checkpoint, and renames it to `PATH` only when the whole stream succeeded,
+/// so `PATH` never holds output that failed verification.
+public final class FileSink: ByteSink {
+    public let path: String
+    public let partialPath: String
+    private var fd: Int32
+    private var bytesWritten: UInt64
+
+    /// The temporary name beside `path` that holds output until it is complete.
+    public static func partialPath(for path: String) -> String { path + ".sluice-part" }
+
+    /// Opens the partial file: empty for a fresh run, cut back to the checkpoint's
+    /// length when restoring (bytes written after the last checkpoint are not trusted).
+    public init(path: String, restoring state: FileSinkState? = nil) throws {
+        self.path = path
+        self.partialPath = Self.partialPath(for: path)
+        fd = open(partialPath, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw SluiceError.io(path: partialPath, operation: "create", errno: errno) }
+        let keep = state?.bytesWritten ?? 0
+        if let state, (POSIX.fileSize(fd) ?? 0) < state.bytesWritten {
+            close(fd)
+            throw FileSinkError.partialTooShort(path: partialPath, expected: state.bytesWritten)
+        }
+        guard ftruncate(fd, off_t(keep)) == 0, lseek(fd, off_t(keep), SEEK_SET) >= 0 else {
+            let code = errno
+            close(fd)
+            throw SluiceError.io(path: partialPath, operation: "truncate", errno: code)
+        }
+        bytesWritten = keep
+    }
+
+    deinit {
+        if fd >= 0 { close(fd) }
+    }
+
+    public func write(_ bytes: UnsafeRawBufferPointer) throws {
+        try POSIX.writeAll(fd, bytes, path: partialPath)
+        bytesWritten &+= UInt64(bytes.count)
+    }
+
+    public func barrier(_ cut: Cut) throws {
+        cut.record(.file(FileSinkState(path: path, bytesWritten: bytesWritten)))
+        // The checkpoint writer syncs on its own thread while we keep writing; a
+        // duplicate descriptor stays valid even after this sink closes its own.
+        let syncFD = dup(fd)
+        guard syncFD >= 0 else { throw SluiceError.io(path: partialPath, operation: "duplicate descriptor of", errno: errno) }
+        let name = partialPath
+        cut.seal(makeDurable: {
+            defer { close(syncFD) }
+            try POSIX.fsync(syncFD, path: name)
+        })
+    }
+
+    public func finish() throws {
+        try POSIX.fsync(fd, path: partialPath)
+        close(fd)
+        fd = -1
+        guard rename(partialPath, path) == 0 else {
+            throw SluiceError.io(path: path, operation: "rename \(partialPath) to", errno: errno)
+        }
+        try POSIX.fsyncDirectory(of: path)
+    }
+
+    /// Removes the partial output (after a failed verification, or to start over).
+    public static func discard(path: String) {
+        unlink(partialPath(for: path))
+    }
+}
+
+/// Why a file sink cannot continue from a checkpoint.
+enum FileSinkError: Error {
+    /// The partial file holds fewer bytes than the checkpoint says are durable.
+    case partialTooShort(path: String, expected: UInt64)
+}

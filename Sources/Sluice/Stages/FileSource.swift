@@ -1,0 +1,59 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `read PATH`: a local file, resumed by offset. Size and modification time stand in
+/// for HTTP validators: if either changed since the checkpoint, the data did.
+public final class FileSource: ByteSource {
+    public let path: String
+    private let fd: Int32
+    private let size: UInt64
+    private let modified: String
+    private let buffer: UnsafeMutableRawBufferPointer
+    private let control: RunControl?
+
+    public init(path: String, resumeFrom saved: SourceState? = nil, control: RunControl? = nil,
+                chunkSize: Int = 256 * 1024) throws {
+        self.path = path
+        self.control = control
+        fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw SluiceError.io(path: path, operation: "open", errno: errno) }
+        var st = stat()
+        guard fstat(fd, &st) == 0 else {
+            let code = errno
+            close(fd)
+            throw SluiceError.io(path: path, operation: "stat", errno: code)
+        }
+        size = UInt64(st.st_size)
+        modified = "\(st.st_mtim.tv_sec).\(st.st_mtim.tv_nsec)"
+        buffer = .allocate(byteCount: chunkSize, alignment: 64)
+        if let saved {
+            if saved.totalLength != size || saved.lastModified != modified {
+                throw SourceChanged(location: path, reason: saved.totalLength != size
+                    ? "its size is now \(size) bytes, was \(saved.totalLength.map(String.init) ?? "unknown")"
+                    : "its modification time changed")
+            }
+            guard lseek(fd, off_t(saved.offset), SEEK_SET) >= 0 else {
+                throw SluiceError.io(path: path, operation: "seek in", errno: errno)
+            }
+        }
+    }
+
+    deinit {
+        close(fd)
+        buffer.deallocate()
+    }
+
+    public func run(into sink: ByteSink) throws {
+        while true {
+            try control?.check()
+            let n = try POSIX.read(fd, into: buffer, path: path)
+            if n == 0 { return }
+            try sink.write(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+        }
+    }
+
+    public func state(at offset: UInt64) -> SourceState {
+        SourceState(kind: "read", location: path, offset: offset, lastModified: modified, totalLength: size)
+    }
+}

@@ -1,0 +1,211 @@
+import Foundation
+
+/// The gzip decoder's state at a cut: where in which member it stands.
+public struct GzipState: Codable, Sendable, Equatable {
+    public enum Phase: String, Codable, Sendable {
+        /// Between members (or before the first): the next byte must start a member.
+        case between
+        case header, deflate, trailer
+    }
+    public var engine: InflateEngineKind
+    public var phase: Phase
+    /// Compressed bytes consumed, and decompressed bytes delivered, over the whole stream.
+    public var compressedOffset: UInt64
+    public var outputOffset: UInt64
+    public var membersDone: Int
+    /// The current member's running CRC-32 and length (ISIZE is this mod 2^32).
+    public var memberCRC: UInt32
+    public var memberLength: UInt64
+    public var header: GzipHeaderParser?
+    public var trailer: [UInt8]?
+    public var deflate: DeflateState?
+}
+
+/// `gunzip`: decompresses gzip (RFC 1952) — multi-member streams, every header field,
+/// members over 4 GiB — checking each member's CRC-32 and ISIZE. The header and trailer
+/// are parsed here; the deflate data goes to a `DeflateEngine`.
+public final class GzipDecoder: ByteSink {
+    public let engineKind: InflateEngineKind
+    private let next: ByteSink
+    private let tracksState: Bool
+    private var phase: GzipState.Phase = .between
+    private var compressedOffset: UInt64 = 0
+    private var outputOffset: UInt64 = 0
+    private var membersDone = 0
+    private var memberCRC: UInt32 = 0
+    private var memberLength: UInt64 = 0
+    private var header = GzipHeaderParser()
+    private var trailer: [UInt8] = []
+    private var engine: DeflateEngine?
+    /// Bytes the engine read past its stream's end in an earlier call; parsed next.
+    private var carry: [UInt8] = []
+
+    /// - Parameter resumable: false when no checkpoint will ever be asked for; lets the
+    ///   zlib engine skip tracking its restart points.
+    public init(engine: InflateEngineKind = .fastest, next: ByteSink,
+                resumable: Bool = true, restoring state: GzipState? = nil) throws {
+        self.engineKind = engine
+        self.next = next
+        self.tracksState = resumable || state != nil
+        if let state { try restore(state) }
+    }
+
+    public func write(_ bytes: UnsafeRawBufferPointer) throws {
+        var rest = bytes
+        while !rest.isEmpty {
+            let used: Int
+            do {
+                used = try step(rest)
+            } catch let error as GzipFormatError {
+                throw SluiceError.corruptGzip(offset: compressedOffset, reason: error.reason)
+            }
+            compressedOffset &+= UInt64(used)
+            rest = UnsafeRawBufferPointer(rebasing: rest[used...])
+            if !carry.isEmpty {
+                let bytes = carry
+                carry = []
+                compressedOffset &-= UInt64(bytes.count)
+                try bytes.withUnsafeBytes { try write($0) }
+            }
+        }
+    }
+
+    /// Advances through one phase; returns the bytes of `input` it consumed.
+    private func step(_ input: UnsafeRawBufferPointer) throws -> Int {
+        switch phase {
+        case .between:
+            guard input[0] == 0x1f else {
+                throw GzipFormatError("trailing garbage after gzip member \(membersDone)")
+            }
+            header = GzipHeaderParser()
+            phase = .header
+            return 0
+        case .header:
+            let used = try header.consume(input)
+            if header.isDone { try startMember() }
+            return used
+        case .deflate:
+            let result = try engine!.inflate(input) { piece in
+                memberCRC = engine!.crc32(memberCRC, piece)
+                memberLength &+= UInt64(piece.count)
+                outputOffset &+= UInt64(piece.count)
+                try next.write(piece)
+            }
+            if result.finished {
+                carry = engine!.overread
+                engine = nil
+                trailer.removeAll(keepingCapacity: true)
+                phase = .trailer
+            }
+            return result.consumed
+        case .trailer:
+            let used = min(8 - trailer.count, input.count)
+            trailer.append(contentsOf: input[0..<used])
+            if trailer.count == 8 { try checkTrailer() }
+            return used
+        }
+    }
+
+    private func startMember() throws {
+        engine = try makeEngine(restoring: nil)
+        memberCRC = 0
+        memberLength = 0
+        phase = .deflate
+    }
+
+    private func checkTrailer() throws {
+        let storedCRC = littleEndian32(trailer, at: 0)
+        let storedSize = littleEndian32(trailer, at: 4)
+        guard storedCRC == memberCRC else {
+            throw GzipFormatError("CRC-32 mismatch in member \(membersDone + 1) (stored \(hex32(storedCRC)), computed \(hex32(memberCRC)))")
+        }
+        guard storedSize == UInt32(truncatingIfNeeded: memberLength) else {
+            throw GzipFormatError("length mismatch in member \(membersDone + 1) (ISIZE \(storedSize), decoded \(memberLength) bytes)")
+        }
+        membersDone += 1
+        phase = .between
+    }
+
+    public func barrier(_ cut: Cut) throws {
+        cut.record(.gunzip(snapshot()))
+        try next.barrier(cut)
+    }
+
+    public func finish() throws {
+        guard phase == .between, membersDone > 0 else {
+            let whereItStopped: String
+            switch phase {
+            case .between: whereItStopped = "no gzip data at all"
+            case .header: whereItStopped = "the stream ends inside a member header"
+            case .deflate: whereItStopped = "the stream ends inside compressed data (truncated member)"
+            case .trailer: whereItStopped = "the stream ends inside a member trailer"
+            }
+            throw SluiceError.corruptGzip(offset: compressedOffset, reason: "unexpected end of data: \(whereItStopped)")
+        }
+        try next.finish()
+    }
+
+    /// The decoder's exact state after every byte written so far.
+    public func snapshot() -> GzipState {
+        GzipState(engine: engineKind, phase: phase, compressedOffset: compressedOffset,
+                  outputOffset: outputOffset, membersDone: membersDone,
+                  memberCRC: memberCRC, memberLength: memberLength,
+                  header: phase == .header ? header : nil,
+                  trailer: phase == .trailer ? trailer : nil,
+                  deflate: phase == .deflate ? engine?.snapshot() : nil)
+    }
+
+    private func restore(_ state: GzipState) throws {
+        guard state.engine == engineKind else {
+            throw SluiceError.checkpointRefused(
+                path: "(gunzip stage)",
+                reason: "it was made by the \(state.engine.rawValue) inflate engine, this run uses \(engineKind.rawValue) (pass --engine \(state.engine.rawValue) to resume it)")
+        }
+        phase = state.phase
+        compressedOffset = state.compressedOffset
+        outputOffset = state.outputOffset
+        membersDone = state.membersDone
+        memberCRC = state.memberCRC
+        memberLength = state.memberLength
+        switch phase {
+        case .between: break
+        case .header:
+            guard let h = state.header else { throw malformed("header state missing") }
+            header = h
+        case .trailer:
+            guard let t = state.trailer, t.count < 8 else { throw malformed("trailer state missing") }
+            trailer = t
+        case .deflate:
+            guard let d = state.deflate else { throw malformed("inflate state missing") }
+            do {
+                engine = try makeEngine(restoring: d)
+            } catch let error as GzipFormatError {
+                throw malformed("its saved compressed bytes do not inflate: \(error.reason)")
+            }
+        }
+    }
+
+    private func makeEngine(restoring state: DeflateState?) throws -> DeflateEngine {
+        switch engineKind {
+        case .zlib:
+            if let state { return try ZlibInflater(restoring: state) }
+            return try ZlibInflater(tracksBoundaries: tracksState)
+        case .isal:
+            if let state { return try IsalInflater(restoring: state) }
+            return try IsalInflater()
+        }
+    }
+
+    private func malformed(_ what: String) -> SluiceError {
+        .checkpointRefused(path: "(gunzip stage)", reason: "the gzip state is malformed: \(what)")
+    }
+}
+
+private func littleEndian32(_ bytes: [UInt8], at i: Int) -> UInt32 {
+    UInt32(bytes[i]) | UInt32(bytes[i + 1]) << 8 | UInt32(bytes[i + 2]) << 16 | UInt32(bytes[i + 3]) << 24
+}
+
+private func hex32(_ value: UInt32) -> String {
+    let digits = String(value, radix: 16)
+    return String(repeating: "0", count: 8 - digits.count) + digits
+}

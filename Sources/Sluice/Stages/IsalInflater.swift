@@ -1,0 +1,92 @@
+import CIsal
+import Foundation
+
+/// Raw inflate on Intel ISA-L. Its `inflate_state` is public and self-contained once a
+/// call has consumed all its input (the 32 KiB history lives in the state, not in our
+/// output buffer), so a snapshot is the struct itself with its pointers cleared. The
+/// layout belongs to the library version, which the snapshot records and restore checks.
+final class IsalInflater: DeflateEngine {
+    static let layout = "isal-\(ISAL_MAJOR_VERSION).\(ISAL_MINOR_VERSION).\(ISAL_PATCH_VERSION)/\(MemoryLayout<inflate_state>.size)"
+
+    private let state: UnsafeMutablePointer<inflate_state>
+    private let output: UnsafeMutableRawBufferPointer
+    private(set) var overread: [UInt8] = []
+
+    init(outputSize: Int = 256 * 1024) throws {
+        state = .allocate(capacity: 1)
+        output = .allocate(byteCount: outputSize, alignment: 64)
+        isal_inflate_init(state)
+        state.pointee.crc_flag = UInt32(ISAL_DEFLATE)
+    }
+
+    convenience init(restoring saved: DeflateState, outputSize: Int = 256 * 1024) throws {
+        try self.init(outputSize: outputSize)
+        guard saved.engine == .isal, let blob = saved.blob else {
+            throw SluiceError.checkpointRefused(path: "(gunzip stage)", reason: "the ISA-L inflate state is missing")
+        }
+        guard saved.layout == Self.layout, blob.count == MemoryLayout<inflate_state>.size else {
+            throw SluiceError.checkpointRefused(
+                path: "(gunzip stage)",
+                reason: "its ISA-L inflate state comes from \(saved.layout ?? "an unknown version"), this build links \(Self.layout)")
+        }
+        blob.withUnsafeBytes { UnsafeMutableRawPointer(state).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+        clearPointers()
+    }
+
+    deinit {
+        state.deallocate()
+        output.deallocate()
+    }
+
+    func inflate(_ input: UnsafeRawBufferPointer,
+                 emit: (UnsafeRawBufferPointer) throws -> Void) throws -> (consumed: Int, finished: Bool) {
+        guard let base = input.baseAddress, input.count > 0 else { return (0, false) }
+        state.pointee.next_in = UnsafeMutablePointer(mutating: base.assumingMemoryBound(to: UInt8.self))
+        state.pointee.avail_in = UInt32(input.count)
+        defer { clearPointers() }
+        while true {
+            state.pointee.next_out = output.baseAddress!.assumingMemoryBound(to: UInt8.self)
+            state.pointee.avail_out = UInt32(output.count)
+            let rc = isal_inflate(state)
+            let produced = output.count - Int(state.pointee.avail_out)
+            if produced > 0 { try emit(UnsafeRawBufferPointer(start: output.baseAddress, count: produced)) }
+            guard rc >= 0 else { throw GzipFormatError(Self.describe(rc)) }
+            if state.pointee.block_state == ISAL_BLOCK_FINISH {
+                // ISA-L reads ahead into its bit buffer; whole bytes there belong to the trailer.
+                let readAhead = Int(state.pointee.read_in_length) / 8
+                let takenHere = input.count - Int(state.pointee.avail_in)
+                let carried = max(0, readAhead - takenHere)
+                let skip = Int(state.pointee.read_in_length) % 8
+                overread = (0..<carried).map { UInt8(truncatingIfNeeded: state.pointee.read_in >> UInt64(skip + 8 * $0)) }
+                return (max(0, takenHere - readAhead), true)
+            }
+            if state.pointee.avail_in == 0 && state.pointee.avail_out > 0 { return (input.count, false) }
+        }
+    }
+
+    func snapshot() -> DeflateState {
+        let blob = Data(bytes: state, count: MemoryLayout<inflate_state>.size)
+        return DeflateState(engine: .isal, layout: Self.layout, blob: blob)
+    }
+
+    func crc32(_ crc: UInt32, _ bytes: UnsafeRawBufferPointer) -> UInt32 {
+        guard let base = bytes.baseAddress else { return crc }
+        return crc32_gzip_refl(crc, base.assumingMemoryBound(to: UInt8.self), UInt64(bytes.count))
+    }
+
+    private func clearPointers() {
+        state.pointee.next_in = nil
+        state.pointee.avail_in = 0
+        state.pointee.next_out = nil
+        state.pointee.avail_out = 0
+    }
+
+    private static func describe(_ rc: Int32) -> String {
+        switch rc {
+        case ISAL_INVALID_BLOCK: return "invalid deflate block"
+        case ISAL_INVALID_SYMBOL: return "invalid deflate symbol"
+        case ISAL_INVALID_LOOKBACK: return "invalid deflate distance (too far back)"
+        default: return "inflate error \(rc)"
+        }
+    }
+}

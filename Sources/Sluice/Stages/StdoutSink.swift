@@ -1,0 +1,58 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// How much a stdout sink has written at a cut.
+public struct StdoutSinkState: Codable, Sendable, Equatable {
+    public var bytesWritten: UInt64
+    /// When stdout is a regular file, its size at the cut: a resume cuts it back there.
+    public var fileSize: UInt64?
+}
+
+/// `stdout`: writes the stream to standard output.
+///
+/// A pipe cannot take bytes back, so a resumed run continues at the checkpoint's
+/// offset and the reader may have seen some bytes after it twice; when stdout is a
+/// regular file (`>> out`), a resume truncates it to the checkpoint's length instead.
+public final class StdoutSink: ByteSink {
+    private let fd: Int32
+    private var bytesWritten: UInt64
+    private let isFile: Bool
+    /// What the resume did to stdout, for the run's report.
+    public private(set) var resumeNote: String?
+
+    public init(fd: Int32 = STDOUT_FILENO, restoring state: StdoutSinkState? = nil) throws {
+        self.fd = fd
+        isFile = POSIX.isRegularFile(fd)
+        bytesWritten = state?.bytesWritten ?? 0
+        guard let state else { return }
+        if isFile, let size = state.fileSize, let current = POSIX.fileSize(fd), current >= size {
+            guard ftruncate(fd, off_t(size)) == 0, lseek(fd, off_t(size), SEEK_SET) >= 0 else {
+                throw SluiceError.io(path: "stdout", operation: "truncate", errno: errno)
+            }
+        } else {
+            resumeNote = "stdout continues at output byte \(state.bytesWritten); bytes before it were written by the interrupted run"
+        }
+    }
+
+    public func write(_ bytes: UnsafeRawBufferPointer) throws {
+        try POSIX.writeAll(fd, bytes, path: "stdout")
+        bytesWritten &+= UInt64(bytes.count)
+    }
+
+    public func barrier(_ cut: Cut) throws {
+        let size = isFile ? POSIX.fileSize(fd) : nil
+        cut.record(.stdout(StdoutSinkState(bytesWritten: bytesWritten, fileSize: size)))
+        guard isFile else { return cut.seal(makeDurable: nil) }
+        let syncFD = dup(fd)
+        guard syncFD >= 0 else { throw SluiceError.io(path: "stdout", operation: "duplicate descriptor of", errno: errno) }
+        cut.seal(makeDurable: {
+            defer { close(syncFD) }
+            try POSIX.fsync(syncFD, path: "stdout")
+        })
+    }
+
+    public func finish() throws {
+        if isFile { try POSIX.fsync(fd, path: "stdout") }
+    }
+}

@@ -1,0 +1,131 @@
+import CZlib
+import Foundation
+
+/// Raw inflate on zlib, resumable the way zlib's examples/zran.c restarts: at the last
+/// deflate block boundary, with `inflatePrime` for the boundary's leftover bits,
+/// `inflateSetDictionary` for the 32 KiB window, and a replay of the compressed bytes
+/// since the boundary whose output is suppressed.
+final class ZlibInflater: DeflateEngine {
+    private var stream = z_stream()
+    /// zlib never reads past the end of the deflate stream.
+    let overread: [UInt8] = []
+    private let output: UnsafeMutableRawBufferPointer
+    /// When false (checkpoints disabled) boundaries are not tracked, saving the copies.
+    private let tracksBoundaries: Bool
+
+    // The restart point: everything a snapshot needs.
+    private var boundaryBits = 0
+    private var boundaryBitValue: UInt8 = 0
+    private var window = [UInt8](repeating: 0, count: 32768)
+    private var windowCount = 0
+    private var replay: [UInt8] = []
+    private var replayOutput: UInt64 = 0
+
+    init(tracksBoundaries: Bool = true, outputSize: Int = 256 * 1024) throws {
+        self.tracksBoundaries = tracksBoundaries
+        output = .allocate(byteCount: outputSize, alignment: 64)
+        guard sluice_inflateInit2(&stream, -15) == Z_OK else {
+            output.deallocate()
+            throw SluiceError.corruptGzip(offset: 0, reason: "zlib could not start an inflater")
+        }
+    }
+
+    convenience init(restoring state: DeflateState, outputSize: Int = 256 * 1024) throws {
+        try self.init(tracksBoundaries: true, outputSize: outputSize)
+        guard state.engine == .zlib, (0...7).contains(state.bits), state.window.count <= 32768 else {
+            throw SluiceError.checkpointRefused(path: "(gunzip stage)", reason: "the zlib inflate state is malformed")
+        }
+        if state.bits > 0 {
+            inflatePrime(&stream, Int32(state.bits), Int32(state.bitValue >> (8 - state.bits)))
+        }
+        if !state.window.isEmpty {
+            let rc = state.window.withUnsafeBytes {
+                inflateSetDictionary(&stream, $0.bindMemory(to: Bytef.self).baseAddress, uInt($0.count))
+            }
+            guard rc == Z_OK else {
+                throw SluiceError.checkpointRefused(path: "(gunzip stage)", reason: "zlib refused the saved window")
+            }
+        }
+        boundaryBits = state.bits
+        boundaryBitValue = state.bitValue
+        windowCount = state.window.count
+        state.window.copyBytes(to: &window, count: windowCount)
+        // Replay the bytes after the boundary; their output was delivered before the cut.
+        var toSuppress = state.replayOutput
+        let replayed = try state.replay.withUnsafeBytes { bytes in
+            try inflate(bytes) { piece in
+                let n = UInt64(piece.count)
+                guard n <= toSuppress else {
+                    throw SluiceError.checkpointRefused(path: "(gunzip stage)", reason: "replaying the saved compressed bytes produced more output than recorded")
+                }
+                toSuppress -= n
+            }
+        }
+        guard replayed.consumed == state.replay.count, !replayed.finished, toSuppress == 0 else {
+            throw SluiceError.checkpointRefused(path: "(gunzip stage)", reason: "replaying the saved compressed bytes did not reproduce the recorded state")
+        }
+    }
+
+    deinit {
+        inflateEnd(&stream)
+        output.deallocate()
+    }
+
+    func inflate(_ input: UnsafeRawBufferPointer,
+                 emit: (UnsafeRawBufferPointer) throws -> Void) throws -> (consumed: Int, finished: Bool) {
+        guard let base = input.baseAddress, input.count > 0 else { return (0, false) }
+        let start = UnsafeMutablePointer(mutating: base.assumingMemoryBound(to: Bytef.self))
+        stream.next_in = start
+        stream.avail_in = uInt(input.count)
+        defer { stream.next_in = nil; stream.avail_in = 0 }
+        while true {
+            let before = stream.next_in!
+            stream.next_out = output.baseAddress!.assumingMemoryBound(to: Bytef.self)
+            stream.avail_out = uInt(output.count)
+            let rc = CZlib.inflate(&stream, Z_BLOCK)
+            let produced = output.count - Int(stream.avail_out)
+            if tracksBoundaries {
+                replay.append(contentsOf: UnsafeBufferPointer(start: before, count: stream.next_in! - before))
+                replayOutput &+= UInt64(produced)
+            }
+            if produced > 0 { try emit(UnsafeRawBufferPointer(start: output.baseAddress, count: produced)) }
+            let consumed = stream.next_in! - start
+            switch rc {
+            case Z_STREAM_END:
+                return (consumed, true)
+            case Z_OK:
+                break
+            case Z_BUF_ERROR:
+                return (consumed, false)  // no progress possible: all input used
+            default:
+                let message = stream.msg.map { String(cString: $0) } ?? "inflate error \(rc)"
+                throw GzipFormatError(message)
+            }
+            // Bit 7: stopped at a block boundary; bit 6: in the last block (no restart point after it).
+            if tracksBoundaries && stream.data_type & 128 != 0 && stream.data_type & 64 == 0 {
+                markBoundary()
+            }
+            if stream.avail_in == 0 && stream.avail_out > 0 { return (consumed, false) }
+        }
+    }
+
+    private func markBoundary() {
+        boundaryBits = Int(stream.data_type & 7)
+        boundaryBitValue = boundaryBits > 0 ? stream.next_in![-1] : 0
+        replay.removeAll(keepingCapacity: true)
+        replayOutput = 0
+        var length = uInt(0)
+        window.withUnsafeMutableBufferPointer { _ = inflateGetDictionary(&stream, $0.baseAddress, &length) }
+        windowCount = Int(length)
+    }
+
+    func snapshot() -> DeflateState {
+        DeflateState(engine: .zlib, bits: boundaryBits, bitValue: boundaryBitValue,
+                     window: Data(window[0..<windowCount]), replay: Data(replay), replayOutput: replayOutput)
+    }
+
+    func crc32(_ crc: UInt32, _ bytes: UnsafeRawBufferPointer) -> UInt32 {
+        guard let base = bytes.baseAddress else { return crc }
+        return UInt32(CZlib.crc32(UInt(crc), base.assumingMemoryBound(to: Bytef.self), uInt(bytes.count)))
+    }
+}

@@ -1,0 +1,25 @@
+/// The one interface every stage speaks: an OutputStream-style sink.
+///
+/// A transform is a sink that wraps the next sink (like Java's `DigestOutputStream`
+/// or Go's `io.Writer` chains); a pipeline is a source pushing bytes into the head of
+/// such a chain. Bytes, checkpoint barriers and the end of the stream all flow
+/// downstream through the same three calls, so a stage never needs to know whether
+/// its neighbour runs on the same thread or behind a queue.
+public protocol ByteSink: AnyObject {
+    /// Consumes all of `bytes`, or throws. The buffer is only valid during the call.
+    func write(_ bytes: UnsafeRawBufferPointer) throws
+
+    /// A checkpoint barrier has reached this stage: every byte before it has been written,
+    /// none after it. Record this stage's exact state in `cut`, then pass the barrier on.
+    func barrier(_ cut: Cut) throws
+
+    /// End of stream: validate (digests, trailers), flush, then finish downstream.
+    func finish() throws
+}
+
+extension ByteSink {
+    /// Convenience for tests and small callers.
+    public func write(_ bytes: [UInt8]) throws {
+        try bytes.withUnsafeBytes { try write($0) }
+    }
+}

@@ -1,0 +1,32 @@
+/// One consistent cut across all stages: the checkpoint barrier's payload.
+///
+/// The head of the pipeline creates a cut with the source's state; each stage appends
+/// its own state as the barrier passes it (in pipeline order); the terminal sink seals
+/// the cut once the bytes it covers are durable. A cut is handed from thread to thread
+/// through the engine's queues and is only ever touched by the stage that holds it.
+public final class Cut: @unchecked Sendable {
+    public let source: SourceState
+    public private(set) var stages: [StageState] = []
+    /// Runs before the checkpoint is written: makes the sink's bytes durable (fsync).
+    public private(set) var makeDurable: (@Sendable () throws -> Void)?
+    /// True when this barrier is the last one of a cancelled run.
+    public let isFinal: Bool
+    private let onSeal: @Sendable (Cut) -> Void
+
+    init(source: SourceState, isFinal: Bool, onSeal: @escaping @Sendable (Cut) -> Void) {
+        self.source = source
+        self.isFinal = isFinal
+        self.onSeal = onSeal
+    }
+
+    public func record(_ state: StageState) {
+        stages.append(state)
+    }
+
+    /// Called by the terminal sink: the cut is complete. `makeDurable` is run by the
+    /// checkpoint writer (possibly on another thread) before the checkpoint is stored.
+    public func seal(makeDurable: (@Sendable () throws -> Void)?) {
+        self.makeDurable = makeDurable
+        onSeal(self)
+    }
+}

@@ -1,0 +1,79 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Every failure Sluice reports. Each case carries what a user needs to act, maps to
+/// one exit status of the CLI contract, and renders as one line.
+public enum SluiceError: Error, Sendable, Equatable {
+    /// The pipeline spec is malformed (exit 2).
+    case spec(SpecError)
+    /// A command-line or API usage error (exit 2).
+    case usage(String)
+    /// A checkpoint exists but cannot be trusted for this run (exit 2).
+    case checkpointRefused(path: String, reason: String)
+    /// Another run holds the checkpoint's lock (exit 2).
+    case locked(checkpoint: String)
+    /// The transfer failed for good, or after all retries (exit 3).
+    case transfer(url: String, reason: String)
+    /// The stream's SHA-256 is not the one the spec expects (exit 4).
+    case checksumMismatch(expected: String, actual: String)
+    /// The gzip stream is damaged; `offset` is in compressed bytes (exit 5).
+    case corruptGzip(offset: UInt64, reason: String)
+    /// A local read or write failed (exit 6).
+    case io(path: String, operation: String, errno: Int32)
+    /// The remote content changed since the checkpoint and the sink cannot start over (exit 7).
+    case remoteChanged(url: String, reason: String)
+    /// SIGINT/SIGTERM or `Pipeline.cancel()` (exit 130).
+    case cancelled
+
+    /// The process exit status of the CLI contract (DESIGN.md §1).
+    public var exitCode: Int32 {
+        switch self {
+        case .spec, .usage, .checkpointRefused, .locked: return 2
+        case .transfer: return 3
+        case .checksumMismatch: return 4
+        case .corruptGzip: return 5
+        case .io: return 6
+        case .remoteChanged: return 7
+        case .cancelled: return 130
+        }
+    }
+
+    /// True when the failure proves the output wrong, so partial data and checkpoint must go.
+    public var discardsPartialOutput: Bool {
+        switch self {
+        case .checksumMismatch, .corruptGzip: return true
+        default: return false
+        }
+    }
+}
+
+extension SluiceError: CustomStringConvertible {
+    /// One line, without the `sluice:` prefix: what failed, where, and what to do.
+    public var description: String {
+        switch self {
+        case .spec(let e): return e.description
+        case .usage(let m): return "\(m) (see sluice --help)"
+        case .checkpointRefused(let path, let reason):
+            return "checkpoint \(path): \(reason); rerun with --restart to discard it and start over"
+        case .locked(let checkpoint):
+            return "another sluice run holds \(checkpoint); wait for it to finish or stop it first"
+        case .transfer(let url, let reason):
+            return "transfer of \(url) failed: \(reason); rerun the same command to resume"
+        case .checksumMismatch(let expected, let actual):
+            return "checksum mismatch: expected sha256:\(expected), got sha256:\(actual); nothing was written"
+        case .corruptGzip(let offset, let reason):
+            return "corrupt gzip data at compressed byte \(offset): \(reason); nothing was written"
+        case .io(let path, let operation, let code):
+            let reason = String(cString: strerror(code))
+            let hint = (code == ENOSPC || code == EDQUOT)
+                ? "free some space and rerun the same command to resume"
+                : "fix the problem and rerun the same command to resume"
+            return "cannot \(operation) \(path): \(reason); \(hint)"
+        case .remoteChanged(let url, let reason):
+            return "\(url) changed since the checkpoint (\(reason)); output already went to stdout, so it cannot start over; rerun with --restart"
+        case .cancelled:
+            return "interrupted; checkpoint saved, rerun the same command to resume"
+        }
+    }
+}

@@ -1,0 +1,56 @@
+import Foundation
+import Sluice
+
+/// Runs one pipeline for the CLI: signals, progress rendering, messages, exit status.
+struct Runner {
+    let spec: PipelineSpec
+    let arguments: Arguments
+
+    func run() -> Int32 {
+        // Block the signals before any thread exists, so only the watcher receives them.
+        var signals = sigset_t()
+        sigemptyset(&signals)
+        sigaddset(&signals, SIGINT)
+        sigaddset(&signals, SIGTERM)
+        pthread_sigmask(SIG_BLOCK, &signals, nil)
+
+        let renderer = ProgressRenderer.make(style: arguments.progress, quiet: arguments.quiet)
+        var options = arguments.options
+        options.progress = { event in renderer.handle(event) }
+        let pipeline = Pipeline(spec: spec, options: options)
+        SignalWatcher.start(signals: signals) { pipeline.cancel() }
+
+        do {
+            let report = try pipeline.run()
+            renderer.finish()
+            _ = report
+            return 0
+        } catch let error as SluiceError {
+            renderer.finish()
+            FileHandle.standardError.write(Data("sluice: \(error)\n".utf8))
+            return error.exitCode
+        } catch {
+            renderer.finish()
+            FileHandle.standardError.write(Data("sluice: \(error)\n".utf8))
+            return 1
+        }
+    }
+}
+
+/// Waits for SIGINT/SIGTERM on its own thread: the first asks the run to stop at a
+/// checkpoint, a second one ends the process at once.
+enum SignalWatcher {
+    static func start(signals: sigset_t, onFirst: @escaping @Sendable () -> Void) {
+        let thread = Thread {
+            var set = signals
+            var received: Int32 = 0
+            var count = 0
+            while sigwait(&set, &received) == 0 {
+                count += 1
+                if count == 1 { onFirst() } else { _exit(130) }
+            }
+        }
+        thread.name = "sluice.signals"
+        thread.start()
+    }
+}

@@ -1,0 +1,41 @@
+import Foundation
+import Sluice
+
+// The executable is thin: parse arguments, wire signals and progress, map errors to
+// exit codes. Everything else is the Sluice library.
+
+signal(SIGPIPE, SIG_IGN)
+
+func fail(_ error: SluiceError) -> Never {
+    FileHandle.standardError.write(Data("sluice: \(error)\n".utf8))
+    exit(error.exitCode)
+}
+
+let arguments: Arguments
+do {
+    arguments = try Arguments.parse(Array(CommandLine.arguments.dropFirst()))
+} catch {
+    fail(error)
+}
+
+switch arguments.command {
+case .help:
+    print(HelpText.usage)
+case .version:
+    print("sluice \(Sluice.version)")
+case .inspect(let path, let json):
+    do {
+        print(try CheckpointInspector(path: path).render(json: json))
+    } catch let error as SluiceError {
+        fail(error)
+    }
+case .run(let text, let specFile):
+    let spec: PipelineSpec
+    do {
+        spec = try PipelineSpec(parsing: text)
+    } catch {
+        let location = specFile.map { "\($0): " } ?? ""
+        fail(.usage("\(location)\(error)"))
+    }
+    exit(Runner(spec: spec, arguments: arguments).run())
+}
