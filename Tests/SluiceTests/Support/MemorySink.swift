@@ -1,0 +1,21 @@
+@testable import Sluice
+
+/// A terminal sink that keeps what it receives; restoring cuts it back to the
+/// checkpoint's length, as the file sink truncates its partial file.
+final class MemorySink: ByteSink {
+    private(set) var bytes: [UInt8] = []
+    private(set) var finished = false
+
+    init(restoring state: StdoutSinkState? = nil, previous: [UInt8] = []) {
+        if let state { bytes = Array(previous.prefix(Int(state.bytesWritten))) }
+    }
+
+    func write(_ buffer: UnsafeRawBufferPointer) throws { bytes.append(contentsOf: buffer) }
+
+    func barrier(_ cut: Cut) throws {
+        cut.record(.stdout(StdoutSinkState(bytesWritten: UInt64(bytes.count), fileSize: nil)))
+        cut.seal(makeDurable: nil)
+    }
+
+    func finish() throws { finished = true }
+}
