@@ -14,6 +14,8 @@ let package = Package(
         .systemLibrary(name: "CIsal", pkgConfig: "libisal", providers: [.apt(["libisal-dev"])]),
         .target(name: "Sluice", dependencies: ["CZlib", "CCrypto", "CCurl", "CIsal"]),
         .executableTarget(name: "sluice", dependencies: ["Sluice"]),
+        // The README's library example, compiled and run by the test suite.
+        .executableTarget(name: "SluiceExample", dependencies: ["Sluice"], path: "Examples/SluiceExample"),
         .testTarget(name: "SluiceTests", dependencies: ["Sluice", "CZlib", "CCrypto"]),
     ],
     swiftLanguageModes: [.v6]

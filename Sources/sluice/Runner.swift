@@ -20,20 +20,30 @@ struct Runner {
         let pipeline = Pipeline(spec: spec, options: options)
         SignalWatcher.start(signals: signals) { pipeline.cancel() }
 
+        if options.http.insecure && !arguments.quiet {
+            say("warning: --insecure: TLS certificates are not verified")
+        }
         do {
-            let report = try pipeline.run()
+            try pipeline.run()
             renderer.finish()
-            _ = report
             return 0
         } catch let error as SluiceError {
             renderer.finish()
-            FileHandle.standardError.write(Data("sluice: \(error)\n".utf8))
+            if error == .cancelled && pipeline.checkpointPath == nil {
+                say("interrupted; this pipeline has no checkpoint (stdin source, or stdout without --checkpoint), so a rerun starts from zero")
+            } else {
+                say("\(error)")
+            }
             return error.exitCode
         } catch {
             renderer.finish()
-            FileHandle.standardError.write(Data("sluice: \(error)\n".utf8))
+            say("\(error)")
             return 1
         }
+    }
+
+    private func say(_ line: String) {
+        FileHandle.standardError.write(Data("sluice: \(line)\n".utf8))
     }
 }
 

@@ -33,7 +33,6 @@ public final class Pipeline: Sendable {
     /// an explicit checkpoint, or checkpoints disabled).
     public var checkpointPath: String? {
         if case .stdin = spec.source { return nil }
-        if options.checkpointInterval == 0 && options.checkpointPath == nil { return nil }
         if let explicit = options.checkpointPath { return explicit }
         if case .file(let path) = spec.sink { return path + ".sluice" }
         return nil
@@ -45,7 +44,7 @@ public final class Pipeline: Sendable {
         let started = Date()
         do {
             let report = try runLocked(started: started)
-            control.progress.emit(.done(sourceBytes: report.sourceBytes, outputBytes: 0, seconds: report.seconds))
+            control.progress.emit(.done(sourceBytes: report.sourceBytes, outputBytes: control.outputBytes, seconds: report.seconds))
             return report
         } catch let error as SluiceError {
             control.progress.emit(.error(error))
@@ -121,7 +120,9 @@ public final class Pipeline: Sendable {
 
     /// One pass from the checkpoint (or zero) to the end. Returns the source bytes moved.
     private func runOnce(resumingFrom checkpoint: Checkpoint?, store: CheckpointStore?) throws -> UInt64 {
-        let writer = store.map { CheckpointWriter(store: $0, spec: spec.description, control: control) }
+        // Interval 0 writes no checkpoints; an existing one is still honoured and locked.
+        let writer = options.checkpointInterval == 0 ? nil
+            : store.map { CheckpointWriter(store: $0, spec: spec.description, control: control) }
         defer { writer?.stop() }
         let built: StageChain
         do {

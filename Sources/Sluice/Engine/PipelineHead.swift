@@ -1,3 +1,5 @@
+import Dispatch
+
 /// The first sink of every pipeline, written to by the source: counts source bytes,
 /// stops the run when asked, and injects a checkpoint barrier every `interval` bytes.
 final class PipelineHead: ByteSink {
@@ -8,6 +10,9 @@ final class PipelineHead: ByteSink {
     private let seal: (@Sendable (Cut) -> Void)?
     private(set) var offset: UInt64
     private var sinceBarrier: UInt64 = 0
+    private var nextReport: UInt64 = 0
+    /// Progress goes out at most this often (nanoseconds).
+    private static let reportInterval: UInt64 = 100_000_000
 
     /// - Parameter seal: where sealed cuts go (the checkpoint writer); nil disables barriers.
     init(source: ByteSource, next: ByteSink, startOffset: UInt64, interval: UInt64,
@@ -26,6 +31,12 @@ final class PipelineHead: ByteSink {
         offset &+= UInt64(bytes.count)
         sinceBarrier &+= UInt64(bytes.count)
         if interval > 0 && sinceBarrier >= interval { try injectBarrier(final: false) }
+        let now = DispatchTime.now().uptimeNanoseconds
+        if now >= nextReport {
+            nextReport = now + Self.reportInterval
+            control.progress.emit(.progress(sourceOffset: offset, total: source.state(at: offset).totalLength,
+                                            outputBytes: control.outputBytes))
+        }
     }
 
     func barrier(_ cut: Cut) throws {

@@ -9,6 +9,7 @@ import Synchronization
 public final class RunControl: Sendable {
     private let stopped = Atomic<Bool>(false)
     private let firstFailure = Mutex<SluiceError?>(nil)
+    private let delivered = Atomic<UInt64>(0)
     let progress: ProgressReporter
 
     init(progress: ProgressReporter) {
@@ -21,6 +22,17 @@ public final class RunControl: Sendable {
     public var failure: SluiceError? { firstFailure.withLock { $0 } }
 
     public func cancel() { fail(.cancelled) }
+
+    /// Bytes the terminal sink has taken so far in this run (for progress).
+    public var outputBytes: UInt64 { delivered.load(ordering: .relaxed) }
+
+    func countOutput(_ n: Int) {
+        delivered.add(UInt64(n), ordering: .relaxed)
+    }
+
+    func resetOutput(to n: UInt64) {
+        delivered.store(n, ordering: .relaxed)
+    }
 
     func fail(_ error: SluiceError) {
         firstFailure.withLock { if $0 == nil { $0 = error } }

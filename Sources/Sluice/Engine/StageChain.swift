@@ -21,7 +21,9 @@ final class StageChain {
         var states = checkpoint?.stages ?? []
         var built: [Relay] = []
         do {
-            var next = try Self.makeSink(spec.sink, restoring: states.popLast())
+            let sinkState = states.popLast()
+            control.resetOutput(to: Self.outputOffset(of: sinkState))
+            var next: ByteSink = OutputMeter(next: try Self.makeSink(spec.sink, restoring: sinkState), control: control)
             if options.threaded {
                 next = Relay(next: next, control: control, name: spec.sink.name)
                 built.append(next as! Relay)
@@ -42,6 +44,14 @@ final class StageChain {
             throw error
         }
         relays = built.reversed()
+    }
+
+    private static func outputOffset(of state: StageState?) -> UInt64 {
+        switch state {
+        case .file(let s)?: return s.bytesWritten
+        case .stdout(let s)?: return s.bytesWritten
+        default: return 0
+        }
     }
 
     private static func makeSink(_ stage: StageSpec, restoring state: StageState?) throws -> ByteSink {
