@@ -7,7 +7,7 @@ import Foundation
 /// pool is empty the producer waits, so backpressure reaches the source. Barriers and
 /// the end of stream travel in the same queue, in order. A failure downstream is handed
 /// back to the producer on its next call.
-final class Relay: ByteSink, @unchecked Sendable {
+final class Relay: BufferLendingSink, @unchecked Sendable {
     // All mutable state below is guarded by `condition`.
     private enum Item {
         case data(buffer: Int, count: Int)
@@ -25,6 +25,8 @@ final class Relay: ByteSink, @unchecked Sendable {
     private var failure: Error?
     private var consumerExited = false
     private var finished = false
+    /// The buffer lent to the producer, if any (producer-side state).
+    private var lent: Int?
 
     init(next: ByteSink, control: RunControl, name: String, bufferCount: Int = 8, bufferSize: Int = 256 * 1024) {
         self.next = next
@@ -51,6 +53,19 @@ final class Relay: ByteSink, @unchecked Sendable {
             enqueue(.data(buffer: index, count: n))
             rest = UnsafeRawBufferPointer(rebasing: rest[n...])
         }
+    }
+
+    func borrowBuffer() throws -> UnsafeMutableRawBufferPointer {
+        precondition(lent == nil, "one borrowed buffer at a time")
+        let index = try acquireBuffer()
+        lent = index
+        return buffers[index]
+    }
+
+    func commitBorrowed(_ count: Int) {
+        guard let index = lent else { return }
+        lent = nil
+        if count > 0 { enqueue(.data(buffer: index, count: count)) } else { release(index) }
     }
 
     func barrier(_ cut: Cut) throws {

@@ -27,6 +27,7 @@ public struct GzipState: Codable, Sendable, Equatable {
 public final class GzipDecoder: ByteSink {
     public let engineKind: InflateEngineKind
     private let next: ByteSink
+    private let output: DecoderOutput
     private let tracksState: Bool
     private var phase: GzipState.Phase = .between
     private var compressedOffset: UInt64 = 0
@@ -46,6 +47,7 @@ public final class GzipDecoder: ByteSink {
                 resumable: Bool = true, restoring state: GzipState? = nil) throws {
         self.engineKind = engine
         self.next = next
+        self.output = DecoderOutput(next: next)
         self.tracksState = resumable || state != nil
         if let state { try restore(state) }
     }
@@ -85,12 +87,16 @@ public final class GzipDecoder: ByteSink {
             if header.isDone { try startMember() }
             return used
         case .deflate:
-            let result = try engine!.inflate(input) { piece in
-                memberCRC = engine!.crc32(memberCRC, piece)
-                memberLength &+= UInt64(piece.count)
-                outputOffset &+= UInt64(piece.count)
-                try next.write(piece)
+            output.engine = engine
+            output.memberCRC = memberCRC
+            defer {
+                output.giveBack()
+                memberCRC = output.memberCRC
+                memberLength &+= output.produced
+                outputOffset &+= output.produced
+                output.produced = 0
             }
+            let result = try engine!.inflate(input, into: output)
             if result.finished {
                 carry = engine!.overread
                 engine = nil
@@ -208,4 +214,53 @@ private func littleEndian32(_ bytes: [UInt8], at i: Int) -> UInt32 {
 private func hex32(_ value: UInt32) -> String {
     let digits = String(value, radix: 16)
     return String(repeating: "0", count: 8 - digits.count) + digits
+}
+
+/// Hands an engine room to decode into — the next stage's own buffer when it lends one
+/// (a relay), else a buffer of ours that is then written — and checks what it produced.
+private final class DecoderOutput: InflateOutput {
+    private let next: ByteSink
+    private let lender: BufferLendingSink?
+    private let own: UnsafeMutableRawBufferPointer?
+    private var borrowed: UnsafeMutableRawBufferPointer?
+    weak var engine: DeflateEngine?
+    var memberCRC: UInt32 = 0
+    var produced: UInt64 = 0
+
+    init(next: ByteSink, size: Int = 256 * 1024) {
+        self.next = next
+        lender = next as? BufferLendingSink
+        own = lender == nil ? .allocate(byteCount: size, alignment: 64) : nil
+    }
+
+    deinit { own?.deallocate() }
+
+    func room() throws -> UnsafeMutableRawBufferPointer {
+        if let own { return own }
+        if let borrowed { return borrowed }
+        let buffer = try lender!.borrowBuffer()
+        borrowed = buffer
+        return buffer
+    }
+
+    func filled(_ count: Int) throws {
+        guard count > 0 else { return }
+        let bytes = UnsafeRawBufferPointer(rebasing: (own ?? borrowed!)[0..<count])
+        memberCRC = engine!.crc32(memberCRC, bytes)
+        produced &+= UInt64(count)
+        if let lender {
+            borrowed = nil
+            lender.commitBorrowed(count)
+        } else {
+            try next.write(bytes)
+        }
+    }
+
+    /// Returns an unfilled borrowed buffer, so none is held between writes.
+    func giveBack() {
+        if borrowed != nil {
+            borrowed = nil
+            lender!.commitBorrowed(0)
+        }
+    }
 }

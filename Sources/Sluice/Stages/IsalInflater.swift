@@ -9,18 +9,16 @@ final class IsalInflater: DeflateEngine {
     static let layout = "isal-\(ISAL_MAJOR_VERSION).\(ISAL_MINOR_VERSION).\(ISAL_PATCH_VERSION)/\(MemoryLayout<inflate_state>.size)"
 
     private let state: UnsafeMutablePointer<inflate_state>
-    private let output: UnsafeMutableRawBufferPointer
     private(set) var overread: [UInt8] = []
 
-    init(outputSize: Int = 256 * 1024) throws {
+    init() throws {
         state = .allocate(capacity: 1)
-        output = .allocate(byteCount: outputSize, alignment: 64)
         isal_inflate_init(state)
         state.pointee.crc_flag = UInt32(ISAL_DEFLATE)
     }
 
-    convenience init(restoring saved: DeflateState, outputSize: Int = 256 * 1024) throws {
-        try self.init(outputSize: outputSize)
+    convenience init(restoring saved: DeflateState) throws {
+        try self.init()
         guard saved.engine == .isal, let blob = saved.blob else {
             throw SluiceError.checkpointRefused(path: "(gunzip stage)", reason: "the ISA-L inflate state is missing")
         }
@@ -35,21 +33,20 @@ final class IsalInflater: DeflateEngine {
 
     deinit {
         state.deallocate()
-        output.deallocate()
     }
 
-    func inflate(_ input: UnsafeRawBufferPointer,
-                 emit: (UnsafeRawBufferPointer) throws -> Void) throws -> (consumed: Int, finished: Bool) {
+    func inflate(_ input: UnsafeRawBufferPointer, into output: InflateOutput) throws -> (consumed: Int, finished: Bool) {
         guard let base = input.baseAddress, input.count > 0 else { return (0, false) }
         state.pointee.next_in = UnsafeMutablePointer(mutating: base.assumingMemoryBound(to: UInt8.self))
         state.pointee.avail_in = UInt32(input.count)
         defer { clearPointers() }
         while true {
-            state.pointee.next_out = output.baseAddress!.assumingMemoryBound(to: UInt8.self)
-            state.pointee.avail_out = UInt32(output.count)
+            let room = try output.room()
+            state.pointee.next_out = room.baseAddress!.assumingMemoryBound(to: UInt8.self)
+            state.pointee.avail_out = UInt32(room.count)
             let rc = isal_inflate(state)
-            let produced = output.count - Int(state.pointee.avail_out)
-            if produced > 0 { try emit(UnsafeRawBufferPointer(start: output.baseAddress, count: produced)) }
+            let produced = room.count - Int(state.pointee.avail_out)
+            try output.filled(produced)
             guard rc >= 0 else { throw GzipFormatError(Self.describe(rc)) }
             if state.pointee.block_state == ISAL_BLOCK_FINISH {
                 // ISA-L reads ahead into its bit buffer; whole bytes there belong to the trailer.

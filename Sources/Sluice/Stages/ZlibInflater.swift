@@ -9,7 +9,6 @@ final class ZlibInflater: DeflateEngine {
     private var stream = z_stream()
     /// zlib never reads past the end of the deflate stream.
     let overread: [UInt8] = []
-    private let output: UnsafeMutableRawBufferPointer
     /// When false (checkpoints disabled) boundaries are not tracked, saving the copies.
     private let tracksBoundaries: Bool
 
@@ -21,17 +20,15 @@ final class ZlibInflater: DeflateEngine {
     private var replay: [UInt8] = []
     private var replayOutput: UInt64 = 0
 
-    init(tracksBoundaries: Bool = true, outputSize: Int = 256 * 1024) throws {
+    init(tracksBoundaries: Bool = true) throws {
         self.tracksBoundaries = tracksBoundaries
-        output = .allocate(byteCount: outputSize, alignment: 64)
         guard sluice_inflateInit2(&stream, -15) == Z_OK else {
-            output.deallocate()
             throw SluiceError.corruptGzip(offset: 0, reason: "zlib could not start an inflater")
         }
     }
 
-    convenience init(restoring state: DeflateState, outputSize: Int = 256 * 1024) throws {
-        try self.init(tracksBoundaries: true, outputSize: outputSize)
+    convenience init(restoring state: DeflateState) throws {
+        try self.init(tracksBoundaries: true)
         guard state.engine == .zlib, (0...7).contains(state.bits), state.window.count <= 32768 else {
             throw SluiceError.checkpointRefused(path: "(gunzip stage)", reason: "the zlib inflate state is malformed")
         }
@@ -51,28 +48,18 @@ final class ZlibInflater: DeflateEngine {
         windowCount = state.window.count
         state.window.copyBytes(to: &window, count: windowCount)
         // Replay the bytes after the boundary; their output was delivered before the cut.
-        var toSuppress = state.replayOutput
-        let replayed = try state.replay.withUnsafeBytes { bytes in
-            try inflate(bytes) { piece in
-                let n = UInt64(piece.count)
-                guard n <= toSuppress else {
-                    throw SluiceError.checkpointRefused(path: "(gunzip stage)", reason: "replaying the saved compressed bytes produced more output than recorded")
-                }
-                toSuppress -= n
-            }
-        }
-        guard replayed.consumed == state.replay.count, !replayed.finished, toSuppress == 0 else {
+        let suppressed = DiscardingOutput()
+        let replayed = try state.replay.withUnsafeBytes { try inflate($0, into: suppressed) }
+        guard replayed.consumed == state.replay.count, !replayed.finished, suppressed.count == state.replayOutput else {
             throw SluiceError.checkpointRefused(path: "(gunzip stage)", reason: "replaying the saved compressed bytes did not reproduce the recorded state")
         }
     }
 
     deinit {
         inflateEnd(&stream)
-        output.deallocate()
     }
 
-    func inflate(_ input: UnsafeRawBufferPointer,
-                 emit: (UnsafeRawBufferPointer) throws -> Void) throws -> (consumed: Int, finished: Bool) {
+    func inflate(_ input: UnsafeRawBufferPointer, into output: InflateOutput) throws -> (consumed: Int, finished: Bool) {
         guard let base = input.baseAddress, input.count > 0 else { return (0, false) }
         let start = UnsafeMutablePointer(mutating: base.assumingMemoryBound(to: Bytef.self))
         stream.next_in = start
@@ -80,15 +67,16 @@ final class ZlibInflater: DeflateEngine {
         defer { stream.next_in = nil; stream.avail_in = 0 }
         while true {
             let before = stream.next_in!
-            stream.next_out = output.baseAddress!.assumingMemoryBound(to: Bytef.self)
-            stream.avail_out = uInt(output.count)
+            let room = try output.room()
+            stream.next_out = room.baseAddress!.assumingMemoryBound(to: Bytef.self)
+            stream.avail_out = uInt(room.count)
             let rc = CZlib.inflate(&stream, Z_BLOCK)
-            let produced = output.count - Int(stream.avail_out)
+            let produced = room.count - Int(stream.avail_out)
             if tracksBoundaries {
                 replay.append(contentsOf: UnsafeBufferPointer(start: before, count: stream.next_in! - before))
                 replayOutput &+= UInt64(produced)
             }
-            if produced > 0 { try emit(UnsafeRawBufferPointer(start: output.baseAddress, count: produced)) }
+            try output.filled(produced)
             let consumed = stream.next_in! - start
             switch rc {
             case Z_STREAM_END:

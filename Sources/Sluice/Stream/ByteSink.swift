@@ -23,3 +23,13 @@ extension ByteSink {
         try bytes.withUnsafeBytes { try write($0) }
     }
 }
+
+/// A sink that can lend out its own buffers, so the stage in front of it produces straight
+/// into them instead of into a buffer of its own that is then copied (the relay does this:
+/// an inflater decodes directly into the queue's buffers).
+public protocol BufferLendingSink: ByteSink {
+    /// A buffer to fill; at most one is out at a time.
+    func borrowBuffer() throws -> UnsafeMutableRawBufferPointer
+    /// Hands back the borrowed buffer; its first `count` bytes are written (0: nothing).
+    func commitBorrowed(_ count: Int)
+}

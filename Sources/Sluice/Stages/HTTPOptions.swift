@@ -1,0 +1,22 @@
+/// How `fetch` behaves on the wire: retries, stall detection, extra headers, TLS trust.
+public struct HTTPOptions: Sendable {
+    /// Transient failures (drops, timeouts, stalls, 408/429/5xx) retried in a row before giving
+    /// up. An attempt that delivered bytes resets the count: a flaky link that keeps making
+    /// progress never exhausts it, one that makes none fails after `retries` retries.
+    public var retries = 5
+    /// Seconds without a single byte (connect, headers or body) before the attempt is
+    /// abandoned and retried at the current offset.
+    public var stallTimeout: Double = 30
+    /// Extra request headers, `Name: value`, as given with `-H`.
+    public var headers: [String] = []
+    /// A PEM bundle to trust instead of the system's CA store (`--cacert`).
+    public var caCertificate: String? = nil
+    /// Skip TLS certificate and host name verification (`--insecure`).
+    public var insecure = false
+    /// The first retry's delay in seconds; each further retry doubles it (with jitter, capped).
+    public var backoffBase: Double = 0.5
+    /// A server's `Retry-After` is honoured up to this many seconds.
+    public var maxRetryAfter: Double = 300
+
+    public init() {}
+}

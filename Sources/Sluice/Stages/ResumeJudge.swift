@@ -1,0 +1,83 @@
+/// What one response means for a transfer that must continue at `offset`.
+enum ResponseVerdict {
+    /// Pass the body on after dropping its first `skip` bytes. `seen`: the response's
+    /// validators; `end`: the source offset where this body should end, when known.
+    case deliver(skip: UInt64, seen: FetchValidators, end: UInt64?)
+    /// Ask again at this `Location` (not yet resolved).
+    case redirect(String)
+    /// Nothing is left to fetch: the data already delivered is the whole resource.
+    case complete
+    case failed(FetchFailure)
+}
+
+/// Decides, from a response head alone and before any body byte moves, whether that body
+/// may be spliced onto the `offset` bytes already delivered (DESIGN.md §3).
+struct ResumeJudge {
+    /// Bytes already delivered downstream; a nonzero offset was requested with a Range.
+    let offset: UInt64
+    /// The validators first seen for this resource (from the checkpoint, or this run's
+    /// first response); nil before any.
+    let known: FetchValidators?
+    /// host[:port] of the server that answered, for messages.
+    let server: String
+
+    func judge(_ head: HTTPResponseHead) -> ResponseVerdict {
+        guard let status = head.status else { return judgeFile(head) }
+        let from = "HTTP \(head.statusText) from \(server)"
+        switch status {
+        case 200:
+            var seen = head.validators
+            seen.totalLength = head.contentLength
+            if offset == 0 { return .deliver(skip: 0, seen: seen, end: seen.totalLength) }
+            // The server ignored the Range (or If-Range found a different version).
+            if let reason = known?.contradiction(by: seen) { return .failed(.changed(reason)) }
+            guard known?.isConfirmed(by: seen) == true else {
+                return .failed(.changed("\(server) ignored the range request, and sent no ETag or Last-Modified"
+                                        + " that proves the content unchanged"))
+            }
+            return .deliver(skip: offset, seen: seen, end: seen.totalLength)
+        case 206:
+            guard let range = head.contentRange, case .bytes(let first, let last) = range.kind else {
+                let field = head["content-range"].map { "Content-Range '\($0)'" } ?? "no Content-Range"
+                return .failed(.permanent("\(from) with \(field); cannot tell which bytes it holds"))
+            }
+            guard first == offset else {
+                return .failed(.permanent("\(from) with Content-Range '\(range.text)' for a request"
+                                          + " starting at byte \(offset); refusing to splice it in"))
+            }
+            var seen = head.validators
+            seen.totalLength = range.total
+            if let reason = known?.contradiction(by: seen) { return .failed(.changed(reason)) }
+            return .deliver(skip: 0, seen: seen, end: last + 1)
+        case 416:
+            guard offset > 0 else { return .failed(.permanent("\(from) to a request without a Range")) }
+            var seen = head.validators
+            if let range = head.contentRange, range.kind == .unsatisfied { seen.totalLength = range.total }
+            if let reason = known?.contradiction(by: seen) { return .failed(.changed(reason)) }
+            if (known?.totalLength ?? seen.totalLength) == offset { return .complete }
+            let length = seen.totalLength.map { "it is now \($0) bytes" } ?? "it no longer reaches that far"
+            return .failed(.changed("\(server) cannot serve bytes from \(offset) on (HTTP 416: \(length))"))
+        case 301, 302, 303, 307, 308:
+            guard let location = head.location, !location.isEmpty else {
+                return .failed(.permanent("\(from) without a Location"))
+            }
+            return .redirect(location)
+        case 408, 429, 500...599:
+            return .failed(.transient(from, retryAfter: head.retryAfter))
+        default:
+            return .failed(.permanent(from))
+        }
+    }
+
+    /// file://: libcurl resumes by itself (CURLOPT_RESUME_FROM_LARGE) and reports the file's
+    /// full size and modification time as header fields.
+    private func judgeFile(_ head: HTTPResponseHead) -> ResponseVerdict {
+        var seen = head.validators
+        seen.totalLength = head.contentLength
+        if offset > 0, let reason = known?.contradiction(by: seen) { return .failed(.changed(reason)) }
+        if let total = seen.totalLength, total < offset {
+            return .failed(.changed("it is now \(total) bytes, shorter than the resume offset \(offset)"))
+        }
+        return .deliver(skip: 0, seen: seen, end: seen.totalLength)
+    }
+}
