@@ -18,7 +18,17 @@ struct Runner {
         var options = arguments.options
         options.progress = { event in renderer.handle(event) }
         let pipeline = Pipeline(spec: spec, options: options)
-        SignalWatcher.start(signals: signals) { pipeline.cancel() }
+        let resumable = pipeline.checkpointPath != nil
+        SignalWatcher.start(signals: signals) {
+            pipeline.cancel()
+            // Nothing to save without a checkpoint, and a read from stdin may block for
+            // good: give the run a moment to stop cleanly, then leave.
+            guard !resumable else { return }
+            usleep(500_000)
+            if case .file(let path) = spec.sink { FileSink.discard(path: path) }
+            FileHandle.standardError.write(Data("sluice: interrupted\n".utf8))
+            _exit(130)
+        }
 
         if options.http.insecure && !arguments.quiet {
             say("warning: --insecure: TLS certificates are not verified")

@@ -90,7 +90,8 @@ public final class Pipeline: Sendable {
                 guard restartReason == nil else { throw SluiceError.io(path: path, operation: "resume", errno: EIO) }
                 restartReason = "\(path) is shorter than the \(expected) bytes the checkpoint records; starting over from zero"
             } catch let error as SluiceError {
-                if error.discardsPartialOutput {
+                // Without a checkpoint nothing can ever resume the partial output.
+                if error.discardsPartialOutput || store == nil {
                     store?.remove()
                     discardPartialOutput()
                 }
