@@ -28,12 +28,10 @@ final class StageChain {
                 next = Relay(next: next, control: control, name: spec.sink.name)
                 built.append(next as! Relay)
             }
+            let ownThread = ThreadPlan(spec: spec, engine: options.engine).ownThread
             for (index, transform) in spec.transforms.enumerated().reversed() {
                 next = try Self.makeTransform(transform, next: next, options: options, restoring: states.popLast())
-                // Hashing the source's bytes is cheap next to the transfer: it shares the
-                // source's thread. Every other transform gets its own.
-                let sharesSourceThread = index == 0 && transform.name == "verify"
-                if options.threaded && !sharesSourceThread {
+                if options.threaded && ownThread[index + 1] {
                     next = Relay(next: next, control: control, name: transform.name)
                     built.append(next as! Relay)
                 }
