@@ -58,8 +58,14 @@ public final class Pipeline: Sendable {
         }
         let store = checkpointPath.map(CheckpointStore.init(path:))
         try store?.lock()
-        var succeeded = false
-        defer { store?.unlock(removeFile: succeeded) }
+        var refusedCheckpoint = false
+        defer {
+            // The lock file goes when no checkpoint is left to guard — and when this run
+            // made it only to refuse the checkpoint (a refused run changes nothing).
+            if let store {
+                store.unlock(removeFile: !store.exists || (refusedCheckpoint && store.createdLockFile))
+            }
+        }
 
         var checkpoint: Checkpoint?
         if let store {
@@ -67,8 +73,13 @@ public final class Pipeline: Sendable {
                 store.remove()
                 discardPartialOutput()
             } else {
-                checkpoint = try store.load()
-                if let checkpoint { try check(checkpoint, storedAt: store.path) }
+                do {
+                    checkpoint = try store.load()
+                    if let checkpoint { try check(checkpoint, storedAt: store.path) }
+                } catch {
+                    refusedCheckpoint = true
+                    throw error
+                }
             }
         }
 
@@ -78,7 +89,6 @@ public final class Pipeline: Sendable {
             do {
                 let sourceBytes = try runOnce(resumingFrom: checkpoint, store: store)
                 store?.remove()
-                succeeded = true
                 return RunReport(resumedAt: restartReason == nil ? resumedAt : nil, restartReason: restartReason,
                                  sourceBytes: sourceBytes, seconds: Date().timeIntervalSince(started), notes: [])
             } catch let changed as SourceChanged {
@@ -90,6 +100,7 @@ public final class Pipeline: Sendable {
                 guard restartReason == nil else { throw SluiceError.io(path: path, operation: "resume", errno: EIO) }
                 restartReason = "\(path) is shorter than the \(expected) bytes the checkpoint records; starting over from zero"
             } catch let error as SluiceError {
+                if case .checkpointRefused = error { refusedCheckpoint = true }
                 // Without a checkpoint nothing can ever resume the partial output.
                 if error.discardsPartialOutput || store == nil {
                     store?.remove()

@@ -179,8 +179,8 @@ final class Relay: BufferLendingSink, @unchecked Sendable {
                 case .barrier(let cut):
                     if !failed { try next.barrier(cut) }
                 case .finish:
+                    done = true  // before finish(), which may throw: the producer waits for this
                     if !failed { try next.finish() }
-                    done = true
                 case .stop:
                     done = true
                 }

@@ -76,7 +76,7 @@ public final class GzipDecoder: ByteSink {
     private func step(_ input: UnsafeRawBufferPointer) throws -> Int {
         switch phase {
         case .between:
-            guard input[0] == 0x1f else {
+            guard input[0] == 0x1f || membersDone == 0 else {
                 throw GzipFormatError("trailing garbage after gzip member \(membersDone)")
             }
             header = GzipHeaderParser()
