@@ -28,6 +28,9 @@ public final class FileSource: ByteSource {
         modified = "\(st.st_mtim.tv_sec).\(st.st_mtim.tv_nsec)"
         buffer = .allocate(byteCount: chunkSize, alignment: 64)
         if let saved {
+            guard saved.offset <= size || saved.totalLength != size else {
+                throw SluiceError.checkpointRefused(path: "(read stage)", reason: "its offset \(saved.offset) lies past the end of \(path)")
+            }
             if saved.totalLength != size || saved.lastModified != modified {
                 throw SourceChanged(location: path, reason: saved.totalLength != size
                     ? "its size is now \(size) bytes, was \(saved.totalLength.map(String.init) ?? "unknown")"

@@ -176,7 +176,7 @@ public final class GzipDecoder: ByteSink {
         switch phase {
         case .between: break
         case .header:
-            guard let h = state.header else { throw malformed("header state missing") }
+            guard let h = state.header, h.isPlausible else { throw malformed("header state missing or out of range") }
             header = h
         case .trailer:
             guard let t = state.trailer, t.count < 8 else { throw malformed("trailer state missing") }

@@ -20,6 +20,16 @@ public struct GzipHeaderParser: Codable, Sendable, Equatable {
 
     var isDone: Bool { step == .done }
 
+    /// Whether a restored state could have come from this parser (checkpoints are input too).
+    var isPlausible: Bool {
+        switch step {
+        case .mtimeXflOS: return (1...6).contains(remaining)
+        case .xlen, .headerCRC: return (1...2).contains(remaining) && field <= 0xffff
+        case .extra: return (1...0xffff).contains(remaining)
+        default: return remaining == 0 || step == .done
+        }
+    }
+
     /// Consumes header bytes from the front of `bytes`; returns how many it took.
     /// Stops right after the header's last byte.
     mutating func consume(_ bytes: UnsafeRawBufferPointer) throws(GzipFormatError) -> Int {
