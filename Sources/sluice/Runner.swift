@@ -41,6 +41,13 @@ struct Runner {
             renderer.finish()
             if error == .cancelled && pipeline.checkpointPath == nil {
                 say("interrupted; this pipeline has no checkpoint (stdin source, or stdout without --checkpoint), so a rerun starts from zero")
+            } else if error.discardsPartialOutput {
+                // Name the input that was bad; stdout cannot take back what it already got.
+                var message = "\(error)"
+                if case .stdout = spec.sink {
+                    message = message.replacingOccurrences(of: "nothing was written", with: "the bytes already written to stdout are not valid")
+                }
+                say((spec.stages.first?.argument.map { "\($0): " } ?? "stdin: ") + message)
             } else {
                 say("\(error)")
             }

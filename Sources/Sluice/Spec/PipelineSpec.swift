@@ -30,7 +30,8 @@ public enum StageSpec: Equatable, Sendable {
         }
     }
 
-    var argument: String? {
+    /// The stage's argument as written (URL, path, `sha256:HEX`), if it has one.
+    public var argument: String? {
         switch self {
         case .fetch(let url): return url
         case .read(let path), .file(let path): return path
