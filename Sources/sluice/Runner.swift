@@ -18,14 +18,15 @@ struct Runner {
         var options = arguments.options
         options.progress = { event in renderer.handle(event) }
         let pipeline = Pipeline(spec: spec, options: options)
-        let resumable = pipeline.checkpointPath != nil
+        let resumable = pipeline.writesCheckpoints
         SignalWatcher.start(signals: signals) {
             pipeline.cancel()
             // Nothing to save without a checkpoint, and a read from stdin may block for
             // good: give the run a moment to stop cleanly, then leave.
             guard !resumable else { return }
             usleep(500_000)
-            if case .file(let path) = spec.sink { FileSink.discard(path: path) }
+            let kept = pipeline.checkpointPath.map { FileManager.default.fileExists(atPath: $0) } ?? false
+            if case .file(let path) = spec.sink, !kept { FileSink.discard(path: path) }
             FileHandle.standardError.write(Data("sluice: interrupted\n".utf8))
             _exit(130)
         }
@@ -39,8 +40,8 @@ struct Runner {
             return 0
         } catch let error as SluiceError {
             renderer.finish()
-            if error == .cancelled && pipeline.checkpointPath == nil {
-                say("interrupted; this pipeline has no checkpoint (stdin source, or stdout without --checkpoint), so a rerun starts from zero")
+            if error == .cancelled && !pipeline.writesCheckpoints {
+                say("interrupted; this pipeline writes no checkpoint (stdin source, stdout without --checkpoint, or --checkpoint-interval 0), so a rerun starts from zero")
             } else if error.discardsPartialOutput {
                 // Name the input that was bad; stdout cannot take back what it already got.
                 var message = "\(error)"

@@ -1,3 +1,4 @@
+import CCrypto
 import Foundation
 
 /// One consistent cut of a run, as stored on disk (JSON).
@@ -14,6 +15,9 @@ public struct Checkpoint: Codable, Sendable, Equatable {
     public var source: SourceState
     /// The state of every stage after the source, in pipeline order.
     public var stages: [StageState]
+    /// SHA-256 of the checkpoint's JSON without this field: a damaged or edited checkpoint
+    /// is refused instead of being fed to an inflater.
+    public var digest: String?
 
     public init(spec: String, writtenAt: Date = Date(), source: SourceState, stages: [StageState]) {
         self.spec = spec
@@ -23,10 +27,26 @@ public struct Checkpoint: Codable, Sendable, Equatable {
     }
 
     func encoded() throws -> Data {
+        var sealed = self
+        sealed.digest = try Self.digest(of: self)
+        return try Self.encoder.encode(sealed)
+    }
+
+    private static var encoder: JSONEncoder {
         let encoder = JSONEncoder()
         encoder.dateEncodingStrategy = .iso8601
         encoder.outputFormatting = [.sortedKeys]
-        return try encoder.encode(self)
+        return encoder
+    }
+
+    /// The digest of `checkpoint` encoded without its digest field.
+    private static func digest(of checkpoint: Checkpoint) throws -> String {
+        var unsealed = checkpoint
+        unsealed.digest = nil
+        let bytes = [UInt8](try encoder.encode(unsealed))
+        var digest = [UInt8](repeating: 0, count: 32)
+        _ = SHA256(bytes, bytes.count, &digest)
+        return hex(digest)
     }
 
     /// Decodes a checkpoint, refusing other formats and versions before reading the rest.
@@ -42,11 +62,38 @@ public struct Checkpoint: Codable, Sendable, Equatable {
                 path: path,
                 reason: "it has format version \(header.version.map(String.init) ?? "?"), this sluice reads version \(currentVersion)")
         }
+        let checkpoint: Checkpoint
         do {
-            return try decoder.decode(Checkpoint.self, from: data)
+            checkpoint = try decoder.decode(Checkpoint.self, from: data)
         } catch {
             throw SluiceError.checkpointRefused(path: path, reason: "it is damaged (\(Self.describe(error)))")
         }
+        guard let stored = checkpoint.digest, stored == (try? digest(of: checkpoint)) else {
+            throw SluiceError.checkpointRefused(path: path, reason: "it is damaged or was edited (its digest does not match its content)")
+        }
+        return checkpoint
+    }
+
+    /// Whether the stages' positions fit together: each stage took in exactly what the
+    /// one before it passed on. Returns what does not fit, or nil.
+    var inconsistency: String? {
+        var passedOn = source.offset
+        var previous = source.kind
+        for state in stages {
+            let (taken, output): (UInt64, UInt64)
+            switch state {
+            case .verify(let s): (taken, output) = (s.bytesHashed, s.bytesHashed)
+            case .gunzip(let s): (taken, output) = (s.compressedOffset, s.outputOffset)
+            case .file(let s): (taken, output) = (s.bytesWritten, s.bytesWritten)
+            case .stdout(let s): (taken, output) = (s.bytesWritten, s.bytesWritten)
+            }
+            if taken != passedOn {
+                return "\(state.stageName) took in \(taken) bytes but \(previous) passed on \(passedOn)"
+            }
+            passedOn = output
+            previous = state.stageName
+        }
+        return nil
     }
 
     private static func describe(_ error: Error) -> String {

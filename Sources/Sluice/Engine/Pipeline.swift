@@ -38,6 +38,11 @@ public final class Pipeline: Sendable {
         return nil
     }
 
+    /// Whether an interruption leaves something to resume from.
+    public var writesCheckpoints: Bool {
+        checkpointPath != nil && options.checkpointInterval > 0
+    }
+
     /// Runs to the end. Throws `SluiceError` (or `SpecError` wrapped in it).
     @discardableResult
     public func run() throws -> RunReport {
@@ -55,6 +60,12 @@ public final class Pipeline: Sendable {
     private func runLocked(started: Date) throws -> RunReport {
         if case .stdin = spec.source, options.checkpointPath != nil {
             throw SluiceError.usage("stdin cannot be resumed, so it takes no --checkpoint; read from a file or URL to make the run resumable")
+        }
+        if case .file(let path) = spec.sink {
+            var isDirectory: ObjCBool = false
+            if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
+                throw SluiceError.usage("the output \(path) is a directory; name a file inside it")
+            }
         }
         let store = checkpointPath.map(CheckpointStore.init(path:))
         try store?.lock()
@@ -92,17 +103,21 @@ public final class Pipeline: Sendable {
                 return RunReport(resumedAt: restartReason == nil ? resumedAt : nil, restartReason: restartReason,
                                  sourceBytes: sourceBytes, seconds: Date().timeIntervalSince(started), notes: [])
             } catch let changed as SourceChanged {
-                guard case .file = spec.sink, checkpoint != nil, restartReason == nil else {
+                guard case .file = spec.sink else {
                     throw SluiceError.remoteChanged(url: changed.location, reason: changed.reason)
                 }
-                restartReason = "\(changed.location) changed since the checkpoint (\(changed.reason)); starting over from zero"
+                guard restartReason == nil else {
+                    throw SluiceError.transfer(url: changed.location, reason: "it changed again while starting over (\(changed.reason))")
+                }
+                let since = checkpoint == nil ? "during the transfer" : "since the checkpoint"
+                restartReason = "\(changed.location) changed \(since) (\(changed.reason)); starting over from zero"
             } catch FileSinkError.partialTooShort(let path, let expected) {
                 guard restartReason == nil else { throw SluiceError.io(path: path, operation: "resume", errno: EIO) }
                 restartReason = "\(path) is shorter than the \(expected) bytes the checkpoint records; starting over from zero"
             } catch let error as SluiceError {
                 if case .checkpointRefused = error { refusedCheckpoint = true }
                 // Without a checkpoint nothing can ever resume the partial output.
-                if error.discardsPartialOutput || store == nil {
+                if error.discardsPartialOutput || !(store?.exists ?? false) {
                     store?.remove()
                     discardPartialOutput()
                 }
@@ -123,6 +138,9 @@ public final class Pipeline: Sendable {
         let expected = spec.stages.dropFirst().map(\.name)
         guard checkpoint.stages.map(\.stageName) == expected, checkpoint.source.kind == spec.source.name else {
             throw SluiceError.checkpointRefused(path: path, reason: "its stages do not match the spec")
+        }
+        if let problem = checkpoint.inconsistency {
+            throw SluiceError.checkpointRefused(path: path, reason: "its stage positions do not fit together (\(problem))")
         }
     }
 

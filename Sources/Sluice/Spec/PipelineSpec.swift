@@ -107,7 +107,7 @@ public struct PipelineSpec: Equatable, Sendable, CustomStringConvertible {
             try URLCheck.validate(url)
             return .fetch(url: url.text)
         case "read":
-            return .read(path: try one("a file path").text)
+            return .read(path: try path(one("a file path")))
         case "stdin":
             try none()
             return .stdin
@@ -118,13 +118,19 @@ public struct PipelineSpec: Equatable, Sendable, CustomStringConvertible {
             try none()
             return .gunzip
         case "file":
-            return .file(path: try one("a file path").text)
+            return .file(path: try path(one("a file path")))
         case "stdout":
             try none()
             return .stdout
         default:
             throw SpecError("unknown stage '\(head.text)' (stages are: \(StageSpec.names.joined(separator: ", ")))", at: head)
         }
+    }
+
+    private static func path(_ token: SpecToken) throws(SpecError) -> String {
+        guard !token.text.isEmpty else { throw SpecError("an empty path", at: token) }
+        guard !token.text.contains("\0") else { throw SpecError("a path cannot contain a NUL byte", at: token) }
+        return token.text
     }
 
     private static func digest(_ token: SpecToken) throws(SpecError) -> String {

@@ -8,7 +8,9 @@ struct SpecToken: Equatable, Sendable {
 
 /// Splits spec text into words and `|` separators.
 enum SpecLexer {
-    static func tokens(of text: String) throws(SpecError) -> [SpecToken] {
+    static func tokens(of rawText: String) throws(SpecError) -> [SpecToken] {
+        // Spec files written on Windows: "\r\n" is one Character in Swift, never "\n".
+        let text = rawText.replacingOccurrences(of: "\r\n", with: "\n")
         var tokens: [SpecToken] = []
         var line = 1, column = 0
         var current: SpecToken?

@@ -9,6 +9,10 @@ enum URLCheck {
         guard let components = URLComponents(string: text), let scheme = components.scheme?.lowercased() else {
             throw SpecError("'\(text)' is not a valid URL", at: token)
         }
+        // What libcurl will be given must also parse there (ports, spaces, …).
+        guard schemes.contains(scheme) == false || FetchURL(text) != nil else {
+            throw SpecError("'\(text)' is not a URL libcurl accepts", at: token)
+        }
         guard schemes.contains(scheme) else {
             throw SpecError("unsupported URL scheme '\(scheme)' (fetch takes http, https or file URLs)", at: token)
         }

@@ -67,13 +67,8 @@ public final class FileSink: ByteSink {
         cut.record(.file(FileSinkState(path: path, bytesWritten: bytesWritten)))
         // The checkpoint writer syncs on its own thread while we keep writing; a
         // duplicate descriptor stays valid even after this sink closes its own.
-        let syncFD = dup(fd)
-        guard syncFD >= 0 else { throw SluiceError.io(path: partialPath, operation: "duplicate descriptor of", errno: errno) }
-        let name = partialPath
-        cut.seal(makeDurable: {
-            defer { close(syncFD) }
-            try POSIX.fsync(syncFD, path: name)
-        })
+        let handle = try SyncHandle(duplicating: fd, path: partialPath)
+        cut.seal(makeDurable: { try handle.sync() })
     }
 
     public func finish() throws {

@@ -44,12 +44,8 @@ public final class StdoutSink: ByteSink {
         let size = isFile ? POSIX.fileSize(fd) : nil
         cut.record(.stdout(StdoutSinkState(bytesWritten: bytesWritten, fileSize: size)))
         guard isFile else { return cut.seal(makeDurable: nil) }
-        let syncFD = dup(fd)
-        guard syncFD >= 0 else { throw SluiceError.io(path: "stdout", operation: "duplicate descriptor of", errno: errno) }
-        cut.seal(makeDurable: {
-            defer { close(syncFD) }
-            try POSIX.fsync(syncFD, path: "stdout")
-        })
+        let handle = try SyncHandle(duplicating: fd, path: "stdout")
+        cut.seal(makeDurable: { try handle.sync() })
     }
 
     public func finish() throws {

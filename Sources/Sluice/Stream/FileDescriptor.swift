@@ -65,3 +65,21 @@ enum POSIX {
         access(path, F_OK) == 0
     }
 }
+
+/// A duplicate of a sink's descriptor that a checkpoint carries to make the sink's bytes
+/// durable from the checkpoint writer's thread. Closed when the cut that holds it goes,
+/// whether or not the checkpoint was ever written (a newer cut may replace it).
+final class SyncHandle: @unchecked Sendable {
+    private let fd: Int32
+    private let path: String
+
+    init(duplicating fd: Int32, path: String) throws {
+        self.fd = dup(fd)
+        self.path = path
+        guard self.fd >= 0 else { throw SluiceError.io(path: path, operation: "duplicate descriptor of", errno: errno) }
+    }
+
+    func sync() throws { try POSIX.fsync(fd, path: path) }
+
+    deinit { close(fd) }
+}

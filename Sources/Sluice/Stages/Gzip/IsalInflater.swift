@@ -22,17 +22,46 @@ final class IsalInflater: DeflateEngine {
         guard saved.engine == .isal, let blob = saved.blob else {
             throw SluiceError.checkpointRefused(path: "(gunzip stage)", reason: "the ISA-L inflate state is missing")
         }
-        guard saved.layout == Self.layout, blob.count == MemoryLayout<inflate_state>.size else {
+        guard saved.layout == Self.layout else {
             throw SluiceError.checkpointRefused(
                 path: "(gunzip stage)",
                 reason: "its ISA-L inflate state comes from \(saved.layout ?? "an unknown version"), this build links \(Self.layout)")
         }
+        guard blob.count == MemoryLayout<inflate_state>.size else {
+            throw SluiceError.checkpointRefused(path: "(gunzip stage)", reason: "its ISA-L inflate state has \(blob.count) bytes, not \(MemoryLayout<inflate_state>.size)")
+        }
         blob.withUnsafeBytes { UnsafeMutableRawPointer(state).copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
         clearPointers()
+        // The state is library memory we did not write: check every length and index
+        // ISA-L trusts before it touches them.
+        guard let problem = Self.implausibleField(state.pointee) else { return }
+        throw SluiceError.checkpointRefused(path: "(gunzip stage)", reason: "its ISA-L inflate state is damaged (\(problem))")
     }
 
     deinit {
         state.deallocate()
+    }
+
+    private static func implausibleField(_ s: inflate_state) -> String? {
+        let tmpIn = MemoryLayout.size(ofValue: s.tmp_in_buffer)
+        // tmp_out_buffer is 2 × 32 KiB of history plus ISAL_LOOK_AHEAD (288); too large for
+        // Swift to import, so its size is spelled out here.
+        let tmpOut = 2 * 32768 + 288
+        let checks: [(Bool, String)] = [
+            ((0...64).contains(s.read_in_length), "read_in_length"),
+            ((0...Int32(tmpIn)).contains(Int32(s.tmp_in_size)), "tmp_in_size"),
+            ((0...Int32(tmpOut)).contains(s.tmp_out_valid), "tmp_out_valid"),
+            ((0...s.tmp_out_valid).contains(s.tmp_out_processed), "tmp_out_processed"),
+            (s.block_state.rawValue <= ISAL_GZIP_HCRC.rawValue, "block_state"),
+            (s.bfinal <= 1, "bfinal"),
+            (s.hist_bits <= 15, "hist_bits"),
+            (s.dict_length <= 32768, "dict_length"),
+            ((0...258).contains(s.copy_overflow_length), "copy_overflow_length"),
+            ((0...32768).contains(s.copy_overflow_distance), "copy_overflow_distance"),
+            ((0...258).contains(s.write_overflow_len), "write_overflow_len"),
+            (s.crc_flag == UInt32(ISAL_DEFLATE), "crc_flag"),
+        ]
+        return checks.first { !$0.0 }?.1
     }
 
     func inflate(_ input: UnsafeRawBufferPointer, into output: InflateOutput) throws -> (consumed: Int, finished: Bool) {

@@ -1,0 +1,87 @@
+import Foundation
+import XCTest
+@testable import Sluice
+
+/// A checkpoint is input: damaged, edited or inconsistent ones are refused (exit 2),
+/// never fed to an inflater or trusted to cut a file.
+final class CheckpointTrustTests: XCTestCase {
+    static let sample = CLIFeatureTests.repository + "/Fixtures/sample.tar.gz"
+
+    /// Interrupts `read sample | gunzip | file out` right after its first checkpoint.
+    private func interruptedRun(in dir: String, engine: String) throws -> [String] {
+        let plain = dir + "/plain", gz = dir + "/data.gz"
+        try Data(makeTestData(count: 60 << 20, seed: 12)).write(to: URL(fileURLWithPath: plain))
+        XCTAssertEqual(try shell("gzip -6 -c '\(plain)' > '\(gz)'").status, 0)
+        let args = ["--engine", engine, "--progress", "json", "--checkpoint-interval", "64KiB",
+                    "read \(gz) | gunzip | file \(dir)/out"]
+        // SIGTERM right after the first checkpoint stops it mid-stream with a final one.
+        let process = try StreamingProcess(SluiceBinary.path, args)
+        XCTAssertTrue(process.waitForLine { $0.contains("\"event\":\"checkpoint\"") })
+        process.signal(SIGTERM)
+        _ = process.wait()
+        return args
+    }
+
+    func testEditedCheckpointIsRefusedByItsDigest() throws {
+        let dir = try makeTemporaryDirectory(self)
+        let args = try interruptedRun(in: dir, engine: "isal")
+        let path = dir + "/out.sluice"
+        guard FileManager.default.fileExists(atPath: path) else { return XCTFail("no checkpoint was left") }
+        var text = try String(contentsOfFile: path, encoding: .utf8)
+        // Flip one character of the ISA-L state blob (base64) — same length, different bytes.
+        let range = try XCTUnwrap(text.range(of: "\"blob\":\""))
+        let at = text.index(range.upperBound, offsetBy: 200)
+        text.replaceSubrange(at...at, with: text[at] == "A" ? "B" : "A")
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        let result = try SluiceBinary.run(args)
+        XCTAssertEqual(result.status, 2, result.stderr)
+        XCTAssertTrue(result.stderr.contains("digest"), result.stderr)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: dir + "/out.sluice-part"), "refusal keeps the partial data")
+    }
+
+    func testInconsistentPositionsAreRefusedEvenWithAValidDigest() throws {
+        let dir = try makeTemporaryDirectory(self)
+        let args = try interruptedRun(in: dir, engine: "zlib")
+        let path = dir + "/out.sluice"
+        var checkpoint = try XCTUnwrap(try CheckpointStore(path: path).load())
+        for (i, state) in checkpoint.stages.enumerated() {
+            if case .file(var s) = state, s.bytesWritten >= 1000 {
+                s.bytesWritten -= 1000
+                checkpoint.stages[i] = .file(s)
+            }
+        }
+        try CheckpointStore(path: path).save(checkpoint)  // re-sealed with a fresh digest
+        let result = try SluiceBinary.run(args)
+        XCTAssertEqual(result.status, 2, result.stderr)
+        XCTAssertTrue(result.stderr.contains("do not fit together"), result.stderr)
+    }
+
+    func testCheckpointingOftenDoesNotLeakDescriptors() throws {
+        let dir = try makeTemporaryDirectory(self)
+        let plain = dir + "/plain", gz = dir + "/data.gz"
+        try Data(makeTestData(count: 60 << 20, seed: 3)).write(to: URL(fileURLWithPath: plain))
+        XCTAssertEqual(try shell("gzip -1 -c '\(plain)' > '\(gz)'").status, 0)
+        let run = try shell("ulimit -n 32 && '\(SluiceBinary.path)' -q --checkpoint-interval 4KiB 'read \(gz) | gunzip | file \(dir)/out'")
+        XCTAssertEqual(run.status, 0, "a checkpoint every 4 KiB must not run out of 32 descriptors")
+        XCTAssertEqual(try shell("cmp -s '\(plain)' '\(dir)/out'").status, 0)
+    }
+
+    func testSpecFileWithCRLFLineEndings() throws {
+        let dir = try makeTemporaryDirectory(self)
+        let specFile = dir + "/crlf.spec"
+        try "# windows\r\nread \(Self.sample)\r\n  | gunzip\r\n  | file \(dir)/out\r\n".write(toFile: specFile, atomically: true, encoding: .utf8)
+        let result = try SluiceBinary.run(["-q", "-f", specFile])
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: dir + "/out"), "the output name carries no \\r")
+    }
+
+    func testOutputThatIsADirectoryIsRefusedBeforeAnythingMoves() throws {
+        let dir = try makeTemporaryDirectory(self)
+        let result = try SluiceBinary.run(["read \(Self.sample) | gunzip | file \(dir)"])
+        XCTAssertEqual(result.status, 2, result.stderr)
+        XCTAssertTrue(result.stderr.contains("is a directory"), result.stderr)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: dir), [])
+        let empty = try SluiceBinary.run(["read \(Self.sample) | file ''"])
+        XCTAssertEqual(empty.status, 2, empty.stderr)
+    }
+}
