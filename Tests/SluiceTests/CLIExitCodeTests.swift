@@ -474,7 +474,7 @@ final class CLIExitCodeTests: XCTestCase {
         let args = ["--progress", "json", "--checkpoint-interval", "64KiB", "read \(fixture.gz) | gunzip | file disk/out"]
 
         let run = try SluiceChild(args, in: dir)
-        let first = run.waitForEvent("checkpoint", timeout: 60)
+        let first = run.waitForEvent("checkpoint", timeout: 60, where: { (($0["checkpoint_offset"] as? NSNumber)?.uint64Value ?? 0) > 0 })
         XCTAssertNotNil(first, "no checkpoint event before the run ended: \(run.stderrSoFar)")
         // Another process takes all the space that is left.
         let filler = mountPoint + "/filler"
@@ -497,7 +497,7 @@ final class CLIExitCodeTests: XCTestCase {
             XCTAssertNotNil(facts.fileBytes, "the checkpoint records no file length: \(facts.json)")
             XCTAssertLessThanOrEqual(facts.fileBytes ?? .max, partialSize, "the checkpoint covers more than the partial file holds")
             XCTAssertGreaterThan(facts.sourceOffset ?? 0, 0)
-            if let seen = first?["source_offset"] as? NSNumber {
+            if let seen = first?["checkpoint_offset"] as? NSNumber {
                 XCTAssertGreaterThanOrEqual(facts.sourceOffset ?? 0, seen.uint64Value, "the checkpoint went backwards")
             }
         }
@@ -526,7 +526,7 @@ final class CLIExitCodeTests: XCTestCase {
         let args = ["--progress", "json", "--checkpoint-interval", "1MiB",
                     "read \(fixture.gz) | verify sha256:\(fixture.gzDigest) | gunzip | file out"]
         let run = try SluiceChild(args, in: dir)
-        let first = run.waitForEvent("checkpoint", timeout: 60)
+        let first = run.waitForEvent("checkpoint", timeout: 60, where: { (($0["checkpoint_offset"] as? NSNumber)?.uint64Value ?? 0) > 0 })
         XCTAssertNotNil(first, "no checkpoint event: \(run.stderrSoFar)")
         run.send(signal)
         let outcome = run.waitForExit(timeout: 30)
@@ -541,7 +541,7 @@ final class CLIExitCodeTests: XCTestCase {
         guard let facts else { return }
         XCTAssertEqual(facts.mode & 0o777, 0o600, "checkpoint mode is \(String(facts.mode & 0o777, radix: 8))")
         XCTAssertEqual(facts.json["format"] as? String, "sluice-checkpoint")
-        if let seen = first?["source_offset"] as? NSNumber {
+        if let seen = first?["checkpoint_offset"] as? NSNumber {
             XCTAssertGreaterThanOrEqual(facts.sourceOffset ?? 0, seen.uint64Value, "the saved checkpoint is older than one already reported")
         }
         let partial = try fileSize(dir + "/out.sluice-part")
@@ -618,7 +618,7 @@ final class CLIExitCodeTests: XCTestCase {
     private func killAfterFirstCheckpoint(_ arguments: [String], in dir: String,
                                           file: StaticString = #filePath, line: UInt = #line) throws -> [String: Any]? {
         let run = try SluiceChild(["--progress", "json"] + arguments, in: dir)
-        let event = run.waitForEvent("checkpoint", timeout: 60)
+        let event = run.waitForEvent("checkpoint", timeout: 60, where: { (($0["checkpoint_offset"] as? NSNumber)?.uint64Value ?? 0) > 0 })
         run.send(SIGKILL)
         let outcome = run.waitForExit(timeout: 30)
         guard event != nil, outcome.signalled, outcome.status == SIGKILL else {

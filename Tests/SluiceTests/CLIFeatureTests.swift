@@ -52,7 +52,7 @@ final class CLIFeatureTests: XCTestCase {
         let (gz, digest) = try makeGzip(in: dir, megabytes: 40)
         let process = try StreamingProcess(SluiceBinary.path, ["--progress", "json", "--checkpoint-interval", "1MiB",
                                                                 "read \(gz) | verify sha256:\(digest) | gunzip | file \(dir)/out"])
-        XCTAssertTrue(process.waitForLine { $0.contains("\"event\":\"checkpoint\"") })
+        XCTAssertTrue(process.waitForLine(where: isLaterCheckpoint))
         process.signal(SIGTERM)
         let (status, _) = process.wait()
         XCTAssertEqual(status, 130)
@@ -95,7 +95,7 @@ final class CLIFeatureTests: XCTestCase {
         let args = ["--progress", "json", "--checkpoint-interval", "256KiB", "fetch \(server.url()) | file \(dir)/out"]
 
         let first = try StreamingProcess(SluiceBinary.path, args)
-        XCTAssertTrue(first.waitForLine { $0.contains("\"event\":\"checkpoint\"") })
+        XCTAssertTrue(first.waitForLine(where: isLaterCheckpoint))
         first.signal(SIGINT)
         let (status1, lines1) = first.wait()
         XCTAssertEqual(status1, 130)

@@ -16,7 +16,7 @@ final class CheckpointTrustTests: XCTestCase {
                     "read \(gz) | gunzip | file \(dir)/out"]
         // SIGTERM right after the first checkpoint stops it mid-stream with a final one.
         let process = try StreamingProcess(SluiceBinary.path, args)
-        XCTAssertTrue(process.waitForLine { $0.contains("\"event\":\"checkpoint\"") })
+        XCTAssertTrue(process.waitForLine(where: isLaterCheckpoint))
         process.signal(SIGTERM)
         _ = process.wait()
         return args
@@ -83,5 +83,53 @@ final class CheckpointTrustTests: XCTestCase {
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: dir), [])
         let empty = try SluiceBinary.run(["read \(Self.sample) | file ''"])
         XCTAssertEqual(empty.status, 2, empty.stderr)
+    }
+}
+
+/// A stdout sink appending to a file (`>> out`) resumes without duplicating or losing
+/// bytes, even after a kill before its first periodic checkpoint; `> out` is refused.
+final class StdoutResumeTests: XCTestCase {
+    func testAppendingStdoutResumesExactlyAfterAKill() throws {
+        let dir = try makeTemporaryDirectory(self)
+        let plain = dir + "/plain", gz = dir + "/data.gz", out = dir + "/out", ck = dir + "/ck"
+        let data = makeTestData(count: 40 << 20, seed: 31)
+        try Data(data).write(to: URL(fileURLWithPath: plain))
+        XCTAssertEqual(try shell("gzip -6 -c '\(plain)' > '\(gz)'").status, 0)
+        let prefix = Array("lines that were there before\n".utf8)
+        try Data(prefix).write(to: URL(fileURLWithPath: out))
+
+        let args = ["--progress", "json", "--checkpoint", ck, "--checkpoint-interval", "64MiB", "read \(gz) | gunzip | stdout"]
+        let fd = open(out, O_WRONLY | O_APPEND)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        let process = try StreamingProcess(SluiceBinary.path, args, stdout: FileHandle(fileDescriptor: fd, closeOnDealloc: true))
+        // Killed after its starting checkpoint, long before the first 64 MiB one.
+        XCTAssertTrue(process.waitForLine { $0.contains("\"event\":\"checkpoint\"") })
+        XCTAssertTrue(process.waitForLine { $0.contains("\"event\":\"progress\"") })
+        process.signal(SIGKILL)
+        _ = process.wait()
+
+        let rerun = try shell("'\(SluiceBinary.path)' -q --checkpoint '\(ck)' 'read \(gz) | gunzip | stdout' >> '\(out)'")
+        XCTAssertEqual(rerun.status, 0)
+        let written = try [UInt8](Data(contentsOf: URL(fileURLWithPath: out)))
+        XCTAssertEqual(written.count, prefix.count + data.count, "no byte duplicated or lost")
+        XCTAssertTrue(written == prefix + data)
+    }
+
+    func testTruncatedStdoutFileIsRefused() throws {
+        let dir = try makeTemporaryDirectory(self)
+        let plain = dir + "/plain", gz = dir + "/data.gz", out = dir + "/out", ck = dir + "/ck"
+        try Data(makeTestData(count: 40 << 20, seed: 32)).write(to: URL(fileURLWithPath: plain))
+        XCTAssertEqual(try shell("gzip -6 -c '\(plain)' > '\(gz)'").status, 0)
+        let fd = open(out, O_WRONLY | O_CREAT | O_APPEND, 0o644)
+        let process = try StreamingProcess(SluiceBinary.path, ["--progress", "json", "--checkpoint", ck, "--checkpoint-interval", "1MiB",
+                                                                "read \(gz) | gunzip | stdout"],
+                                           stdout: FileHandle(fileDescriptor: fd, closeOnDealloc: true))
+        XCTAssertTrue(process.waitForLine(where: isLaterCheckpoint))
+        process.signal(SIGKILL)
+        _ = process.wait()
+        let rerun = try shell("'\(SluiceBinary.path)' --checkpoint '\(ck)' 'read \(gz) | gunzip | stdout' > '\(out)' 2> '\(dir)/err'")
+        XCTAssertEqual(rerun.status, 2)
+        let message = try String(contentsOfFile: dir + "/err", encoding: .utf8)
+        XCTAssertTrue(message.contains(">>"), message)
     }
 }

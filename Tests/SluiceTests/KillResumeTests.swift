@@ -80,11 +80,11 @@ final class KillResumeTests: XCTestCase {
                 moment = "start+\(delay / 1000)ms"
             } else {
                 guard let event = run.waitForEvent("checkpoint", timeout: 120, where: {
-                    (($0["source_offset"] as? NSNumber)?.uint64Value ?? 0) >= target
+                    (($0["checkpoint_offset"] as? NSNumber)?.uint64Value ?? 0) >= target
                 }) else {
                     return fail(run, "run \(tally.kills + 1) ended before a checkpoint at or past source byte \(target)", tally)
                 }
-                checkpointSeen = (event["source_offset"] as? NSNumber)?.uint64Value
+                checkpointSeen = (event["checkpoint_offset"] as? NSNumber)?.uint64Value
                 let delay = random.next() % 10_000
                 if delay > 0 { usleep(useconds_t(delay)) }
                 moment = "ckpt≥\(target >> 20)MiB+\(delay / 1000)ms"
@@ -104,7 +104,7 @@ final class KillResumeTests: XCTestCase {
             }
             // What the kill left must be a usable checkpoint covering no more than the partial file.
             let after = CheckpointFacts(path: dir + "/out.sluice")
-            let seenOffsets = outcome.events(named: "checkpoint").compactMap { ($0["source_offset"] as? NSNumber)?.uint64Value }
+            let seenOffsets = outcome.events(named: "checkpoint").compactMap { ($0["checkpoint_offset"] as? NSNumber)?.uint64Value }
             if let newest = seenOffsets.max() ?? resumeFrom {
                 guard let after else {
                     return XCTFail("[\(label)] kill \(tally.kills): no parseable checkpoint, though one at \(newest) was reported")

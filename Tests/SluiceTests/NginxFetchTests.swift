@@ -117,7 +117,7 @@ final class NginxFetchTests: XCTestCase {
             let target = base + steps * megabyte
             plan.append("\(base)+\(steps)MiB+\(delay / 1000)ms")
             let reached = started && target <= gzSize - 4 * megabyte
-                && run.waitForLine(timeout: 30) { (event($0, "checkpoint")?["source_offset"] as? Int ?? -1) >= target }
+                && run.waitForLine(timeout: 30) { (event($0, "checkpoint")?["checkpoint_offset"] as? Int ?? -1) >= target }
             if reached { usleep(delay) } // the fault injection: where between two checkpoints the kill lands
             run.signal(SIGKILL)          // in every case: never leave it running
             let (status, lines) = run.wait()
@@ -150,7 +150,7 @@ final class NginxFetchTests: XCTestCase {
             let names = runs[index].events.compactMap { $0["event"] as? String }
             let resume = runs[index].events.first { $0["event"] as? String == "resume" }?["source_offset"] as? Int
             let lastCheckpoint = runs[index - 1].events.filter { $0["event"] as? String == "checkpoint" }
-                .compactMap { $0["source_offset"] as? Int }.max() ?? 0
+                .compactMap { $0["checkpoint_offset"] as? Int }.max() ?? 0
             XCTAssertFalse(names.contains("restart"), "run \(index + 1) restarted instead of resuming: \(names)")
             guard let resume else {
                 XCTFail("run \(index + 1) did not resume; events: \(names)")

@@ -81,6 +81,10 @@ public final class Pipeline: Sendable {
         var checkpoint: Checkpoint?
         if let store {
             if options.restart {
+                // Appending to a file on stdout: take back what the abandoned run added.
+                if case .stdout = spec.sink, let old = try? store.load(), case .stdout(let state)? = old.stages.last {
+                    try StdoutSink.undo(state)
+                }
                 store.remove()
                 discardPartialOutput()
             } else {
@@ -171,6 +175,9 @@ public final class Pipeline: Sendable {
         let head = PipelineHead(source: built.source, next: built.first, startOffset: startOffset,
                                 interval: options.checkpointInterval, control: control, seal: seal)
         do {
+            // A checkpoint before the first byte: a kill before the first interval then
+            // resumes at the start instead of guessing (stdout appending to a file needs it).
+            try head.injectBarrier(final: false)
             try built.source.run(into: head)
             try head.finish()
         } catch {

@@ -139,52 +139,58 @@ public final class ProgressRenderer: Sendable {
     // MARK: JSON lines
 
     private func emitJSON(_ event: ProgressEvent) {
-        var object: [String: Any] = ["time": Date().timeIntervalSince(started)]
-        switch event {
-        case .start(let spec, let total, let resumedAt):
-            object["event"] = "start"
-            object["spec"] = spec
-            if let total { object["total"] = total }
-            if let resumedAt { object["resumed_at"] = resumedAt }
-        case .progress(let offset, let total, let output):
-            let keep = state.withLock { s -> Bool in
+        // Under the lock: lines come from several threads, and offsets must read in order.
+        state.withLock { s in
+            var object: [String: Any] = ["time": Date().timeIntervalSince(started)]
+            switch event {
+            case .start(let spec, let total, let resumedAt):
+                object["event"] = "start"
+                object["spec"] = spec
+                if let total { object["total"] = total }
+                if let resumedAt { object["resumed_at"] = resumedAt }
+                s.lastOffset = resumedAt ?? 0
+            case .progress(let offset, let total, let output):
                 let now = Date()
-                guard now.timeIntervalSince(s.lastDraw) >= 0.1 else { return false }
+                guard now.timeIntervalSince(s.lastDraw) >= 0.1 else { return }
                 s.lastDraw = now
-                return true
+                s.lastOffset = max(s.lastOffset, offset)
+                object["event"] = "progress"
+                object["source_offset"] = s.lastOffset
+                object["output_bytes"] = output
+                if let total { object["total"] = total }
+            case .retry(let attempt, let delay, let reason):
+                object["event"] = "retry"
+                object["attempt"] = attempt
+                object["delay"] = delay
+                object["reason"] = reason
+            case .checkpoint(let offset, let stages):
+                // A checkpoint becomes durable a little after the stream passed its cut.
+                object["event"] = "checkpoint"
+                object["checkpoint_offset"] = offset
+                s.lastOffset = max(s.lastOffset, offset)
+                object["source_offset"] = s.lastOffset
+                object["stages"] = stages.map { ["stage": $0.stage, "input": $0.input, "output": $0.output] as [String: Any] }
+            case .resume(let offset):
+                object["event"] = "resume"
+                object["source_offset"] = offset
+                s.lastOffset = offset
+            case .restart(let reason):
+                object["event"] = "restart"
+                object["reason"] = reason
+                s.lastOffset = 0
+            case .done(let sourceBytes, let outputBytes, let seconds):
+                object["event"] = "done"
+                object["source_offset"] = sourceBytes
+                object["output_bytes"] = outputBytes
+                object["seconds"] = seconds
+            case .error(let error):
+                object["event"] = "error"
+                object["exit_code"] = Int(error.exitCode)
+                object["message"] = error.description
             }
-            guard keep else { return }
-            object["event"] = "progress"
-            object["source_offset"] = offset
-            object["output_bytes"] = output
-            if let total { object["total"] = total }
-        case .retry(let attempt, let delay, let reason):
-            object["event"] = "retry"
-            object["attempt"] = attempt
-            object["delay"] = delay
-            object["reason"] = reason
-        case .checkpoint(let offset, let stages):
-            object["event"] = "checkpoint"
-            object["source_offset"] = offset
-            object["stages"] = stages.map { ["stage": $0.stage, "input": $0.input, "output": $0.output] as [String: Any] }
-        case .resume(let offset):
-            object["event"] = "resume"
-            object["source_offset"] = offset
-        case .restart(let reason):
-            object["event"] = "restart"
-            object["reason"] = reason
-        case .done(let sourceBytes, let outputBytes, let seconds):
-            object["event"] = "done"
-            object["source_offset"] = sourceBytes
-            object["output_bytes"] = outputBytes
-            object["seconds"] = seconds
-        case .error(let error):
-            object["event"] = "error"
-            object["exit_code"] = Int(error.exitCode)
-            object["message"] = error.description
+            guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) else { return }
+            write(String(decoding: data, as: UTF8.self) + "\n")
         }
-        guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) else { return }
-        write(String(decoding: data, as: UTF8.self) + "\n")
     }
 
     private func write(_ text: String) {

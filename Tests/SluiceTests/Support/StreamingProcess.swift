@@ -70,3 +70,9 @@ func progressEvents(_ lines: [String]) -> [[String: Any]] {
         return (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any]
     }
 }
+
+/// A `--progress json` checkpoint line past the run's starting checkpoint.
+func isLaterCheckpoint(_ line: String) -> Bool {
+    guard let event = progressEvents([line]).first, event["event"] as? String == "checkpoint" else { return false }
+    return (event["checkpoint_offset"] as? Int ?? 0) > 0
+}
