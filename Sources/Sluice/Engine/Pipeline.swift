@@ -68,14 +68,18 @@ public final class Pipeline: Sendable {
             }
         }
         let store = checkpointPath.map(CheckpointStore.init(path:))
-        try store?.lock()
+        let locks = runLocks()
+        var taken: [RunLock] = []
         var refusedCheckpoint = false
         defer {
-            // The lock file goes when no checkpoint is left to guard — and when this run
-            // made it only to refuse the checkpoint (a refused run changes nothing).
-            if let store {
-                store.unlock(removeFile: !store.exists || (refusedCheckpoint && store.createdLockFile))
-            }
+            // Lock files go when no checkpoint is left to guard — and when this run made
+            // them only to refuse the checkpoint (a refused run changes nothing).
+            let keep = store?.exists ?? false
+            for lock in taken { lock.release(removeFile: !keep || (refusedCheckpoint && lock.createdFile)) }
+        }
+        for lock in locks {
+            try lock.acquire()
+            taken.append(lock)
         }
 
         var checkpoint: Checkpoint?
@@ -132,6 +136,19 @@ public final class Pipeline: Sendable {
             discardPartialOutput()
             checkpoint = nil
         }
+    }
+
+    /// One lock beside the output file (whatever the checkpoint is called) and one beside
+    /// the checkpoint: two runs may share neither.
+    private func runLocks() -> [RunLock] {
+        var locks: [RunLock] = []
+        if case .file(let path) = spec.sink {
+            locks.append(RunLock(path: path + ".sluice.lock"))
+        }
+        if let checkpointPath, !locks.contains(where: { $0.path == checkpointPath + ".lock" }) {
+            locks.append(RunLock(path: checkpointPath + ".lock"))
+        }
+        return locks
     }
 
     /// Refuses a checkpoint that belongs to another pipeline.

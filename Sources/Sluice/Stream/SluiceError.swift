@@ -11,7 +11,7 @@ public enum SluiceError: Error, Sendable, Equatable {
     case usage(String)
     /// A checkpoint exists but cannot be trusted for this run (exit 2).
     case checkpointRefused(path: String, reason: String)
-    /// Another run holds the checkpoint's lock (exit 2).
+    /// Another run holds the lock on the same output or checkpoint (exit 2); names the lock file.
     case locked(checkpoint: String)
     /// The transfer failed for good, or after all retries (exit 3).
     case transfer(url: String, reason: String)
@@ -57,7 +57,7 @@ extension SluiceError: CustomStringConvertible {
         case .checkpointRefused(let path, let reason):
             return "checkpoint \(path): \(reason); rerun with --restart to discard it and start over"
         case .locked(let checkpoint):
-            return "another sluice run holds \(checkpoint); wait for it to finish or stop it first"
+            return "another sluice run holds \(checkpoint) for the same output; wait for it to finish or stop it first"
         case .transfer(let url, let reason):
             return "transfer of \(url) failed: \(reason); rerun the same command to resume"
         case .checksumMismatch(let expected, let actual):
