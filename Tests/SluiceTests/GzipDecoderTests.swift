@@ -93,6 +93,17 @@ final class GzipDecoderTests: XCTestCase {
         }
     }
 
+    /// Zero padding after the last member (tape blocking) is accepted, as gzip does;
+    /// anything after the padding is still garbage.
+    func testZeroPaddingAfterTheLastMember() throws {
+        let plain = makeTestData(count: 100_000, seed: 9)
+        let padded = GzipMember(data: plain).encoded() + [UInt8](repeating: 0, count: 10_000)
+        for engine in InflateEngineKind.allCases {
+            XCTAssertEqual(try decode(padded, engine: engine, chunk: 4096), plain, "\(engine)")
+            XCTAssertThrowsError(try decode(padded + [1], engine: engine), "\(engine)")
+        }
+    }
+
     /// A member larger than 4 GiB, produced as a stream at test time: ISIZE is the length
     /// mod 2^32, and the output must still be exact (checked by SHA-256 of the input).
     func testMemberOver4GiB() throws {

@@ -6,6 +6,8 @@ public struct GzipState: Codable, Sendable, Equatable {
         /// Between members (or before the first): the next byte must start a member.
         case between
         case header, deflate, trailer
+        /// Zero bytes after the last member (tape padding); gzip accepts them, so do we.
+        case padding
     }
     public var engine: InflateEngineKind
     public var phase: Phase
@@ -76,6 +78,10 @@ public final class GzipDecoder: ByteSink {
     private func step(_ input: UnsafeRawBufferPointer) throws -> Int {
         switch phase {
         case .between:
+            if input[0] == 0 && membersDone > 0 {
+                phase = .padding
+                return 0
+            }
             guard input[0] == 0x1f || membersDone == 0 else {
                 throw GzipFormatError("trailing garbage after gzip member \(membersDone)")
             }
@@ -104,6 +110,10 @@ public final class GzipDecoder: ByteSink {
                 phase = .trailer
             }
             return result.consumed
+        case .padding:
+            guard let nonzero = input.firstIndex(where: { $0 != 0 }) else { return input.count }
+            guard nonzero == 0 else { return nonzero }
+            throw GzipFormatError("trailing garbage after the zero padding that follows gzip member \(membersDone)")
         case .trailer:
             let used = min(8 - trailer.count, input.count)
             trailer.append(contentsOf: input[0..<used])
@@ -138,10 +148,10 @@ public final class GzipDecoder: ByteSink {
     }
 
     public func finish() throws {
-        guard phase == .between, membersDone > 0 else {
+        guard phase == .between || phase == .padding, membersDone > 0 else {
             let whereItStopped: String
             switch phase {
-            case .between: whereItStopped = "no gzip data at all"
+            case .between, .padding: whereItStopped = "no gzip data at all"
             case .header: whereItStopped = "the stream ends inside a member header"
             case .deflate: whereItStopped = "the stream ends inside compressed data (truncated member)"
             case .trailer: whereItStopped = "the stream ends inside a member trailer"
@@ -174,7 +184,7 @@ public final class GzipDecoder: ByteSink {
         memberCRC = state.memberCRC
         memberLength = state.memberLength
         switch phase {
-        case .between: break
+        case .between, .padding: break
         case .header:
             guard let h = state.header, h.isPlausible else { throw malformed("header state missing or out of range") }
             header = h

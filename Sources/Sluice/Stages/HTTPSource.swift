@@ -147,6 +147,10 @@ public final class HTTPSource: ByteSource {
                 if outcome.skipLeft > 0 {
                     throw FetchFailure.changed("its full content is now shorter than the resume offset")
                 }
+                // More than announced: the server's framing cannot be trusted.
+                if let limit = end ?? firstSeen.withLock({ $0?.totalLength }), offset > limit {
+                    throw FetchFailure.permanent("\(current.authority) sent \(offset - limit) bytes more than it announced")
+                }
                 // A close-delimited body cannot tell a drop from its end; the lengths known can.
                 if let end, offset < end {
                     throw FetchFailure.transient("\(current.authority) ended the response at byte \(offset) of \(end)")

@@ -45,6 +45,12 @@ struct ResumeJudge {
                 return .failed(.permanent("\(from) with Content-Range '\(range.text)' for a request"
                                           + " starting at byte \(offset); refusing to splice it in"))
             }
+            // A body that does not fit its own range cannot be trusted to hold those bytes.
+            if last < first || (range.total.map { last >= $0 } ?? false)
+                || (head.contentLength.map { $0 != last - first + 1 } ?? false) {
+                let length = head.contentLength.map { "Content-Length \($0)" } ?? "no Content-Length"
+                return .failed(.permanent("\(from) with Content-Range '\(range.text)' and \(length), which do not agree"))
+            }
             var seen = head.validators
             seen.totalLength = range.total
             if let reason = known?.contradiction(by: seen) { return .failed(.changed(reason)) }
