@@ -88,7 +88,9 @@ struct Arguments {
         if json { throw .usage("--json belongs to 'sluice inspect'") }
         if let specFile {
             guard positional.isEmpty else { throw .usage("give the spec either with -f or as an argument, not both") }
-            guard let data = FileManager.default.contents(atPath: specFile), let text = String(data: data, encoding: .utf8) else {
+            // FileHandle rather than FileManager: -f /dev/stdin and other pipes work too.
+            guard let handle = FileHandle(forReadingAtPath: specFile),
+                  let text = String(data: handle.readDataToEndOfFile(), encoding: .utf8) else {
                 throw .usage("cannot read spec file '\(specFile)'")
             }
             args.command = .run(specText: text, specFile: specFile)
@@ -105,9 +107,9 @@ struct Arguments {
     /// `8MiB`, `512k`, `1G`, `4096`, `0`.
     static func parseSize(_ text: String, option: String) throws(SluiceError) -> UInt64 {
         let units: [(String, UInt64)] = [
-            ("KIB", 1 << 10), ("MIB", 1 << 20), ("GIB", 1 << 30),
-            ("KB", 1000), ("MB", 1_000_000), ("GB", 1_000_000_000),
-            ("K", 1 << 10), ("M", 1 << 20), ("G", 1 << 30), ("B", 1),
+            ("KIB", 1 << 10), ("MIB", 1 << 20), ("GIB", 1 << 30), ("TIB", 1 << 40),
+            ("KB", 1000), ("MB", 1_000_000), ("GB", 1_000_000_000), ("TB", 1_000_000_000_000),
+            ("K", 1 << 10), ("M", 1 << 20), ("G", 1 << 30), ("T", 1 << 40), ("B", 1),
         ]
         let upper = text.uppercased()
         for (suffix, factor) in units where upper.hasSuffix(suffix) {

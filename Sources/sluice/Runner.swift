@@ -49,6 +49,9 @@ struct Runner {
                     message = message.replacingOccurrences(of: "nothing was written", with: "the bytes already written to stdout are not valid")
                 }
                 say((spec.stages.first?.argument.map { "\($0): " } ?? "stdin: ") + message)
+            } else if !pipeline.writesCheckpoints {
+                // Nothing was saved: a rerun starts over rather than resuming.
+                say("\(error)".replacingOccurrences(of: "rerun the same command to resume", with: "rerun the same command to start over"))
             } else {
                 say("\(error)")
             }

@@ -26,6 +26,10 @@ case .version:
 case .inspect(let path, let json):
     do {
         print(try CheckpointInspector(path: path).render(json: json))
+    } catch SluiceError.checkpointRefused(let path, let reason) {
+        // Nothing is being run, so no advice about --restart.
+        FileHandle.standardError.write(Data("sluice: \(path) cannot be read as a checkpoint: \(reason)\n".utf8))
+        exit(2)
     } catch let error as SluiceError {
         fail(error)
     }

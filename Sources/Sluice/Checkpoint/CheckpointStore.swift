@@ -16,9 +16,26 @@ public final class CheckpointStore: @unchecked Sendable {
 
     /// The stored checkpoint, nil when there is none; refuses one it cannot trust.
     public func load() throws -> Checkpoint? {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            if POSIX.exists(path) { throw SluiceError.io(path: path, operation: "read", errno: EACCES) }
-            return nil
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else {
+            if errno == ENOENT { return nil }
+            throw SluiceError.io(path: path, operation: "open", errno: errno)
+        }
+        defer { close(fd) }
+        guard POSIX.isRegularFile(fd) else {
+            throw SluiceError.checkpointRefused(path: path, reason: "it is not a regular file")
+        }
+        // Checkpoints are a few hundred KiB at most; anything far larger is not one.
+        var data = Data()
+        let chunk = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
+        defer { chunk.deallocate() }
+        while true {
+            let n = try POSIX.read(fd, into: chunk, path: path)
+            if n == 0 { break }
+            data.append(contentsOf: UnsafeRawBufferPointer(rebasing: chunk[0..<n]))
+            if data.count > 64 << 20 {
+                throw SluiceError.checkpointRefused(path: path, reason: "it is far too large to be a checkpoint")
+            }
         }
         return try Checkpoint.decode(data, path: path)
     }
