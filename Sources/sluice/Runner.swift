@@ -31,9 +31,6 @@ struct Runner {
             _exit(130)
         }
 
-        if options.http.insecure && !arguments.quiet {
-            say("warning: --insecure: TLS certificates are not verified")
-        }
         do {
             try pipeline.run()
             renderer.finish()

@@ -512,7 +512,7 @@ final class HTTPSourceTests: XCTestCase {
         let run = try fetch(server.url(), options: options)
         XCTAssertNil(run.error)
         XCTAssertEqual(run.sink.bytes, Self.body, "a user Range must not corrupt the offsets")
-        XCTAssertTrue(run.source.warnings.contains("--insecure: TLS certificate verification is off"))
+        XCTAssertTrue(run.source.warnings.contains("warning: --insecure: TLS certificates are not verified"))
         XCTAssertTrue(run.source.warnings.contains { $0.contains("Range") })
         XCTAssertNil(server.requests.first?.headers["range"])
         XCTAssertEqual(server.requests.first?.headers["x-keep"], "1")

@@ -185,6 +185,7 @@ public final class Pipeline: Sendable {
             throw error
         }
         if let checkpoint { control.progress.emit(.resume(sourceOffset: checkpoint.source.offset)) }
+        for note in built.notes { control.progress.emit(.notice(note)) }
         let startOffset = checkpoint?.source.offset ?? 0
         control.progress.emit(.start(spec: spec.description, total: checkpoint?.source.totalLength, resumedAt: checkpoint?.source.offset))
         var seal: (@Sendable (Cut) -> Void)?

@@ -7,6 +7,8 @@ final class StageChain {
     let first: ByteSink
     /// Head-to-tail, so closing them in order drains each before the next.
     private let relays: [Relay]
+    /// Warnings and what a resume did, for the user.
+    private(set) var notes: [String] = []
 
     init(spec: PipelineSpec, options: PipelineOptions, control: RunControl, restoring checkpoint: Checkpoint?) throws {
         // The source first: a resume that finds the data changed must not touch the output.
@@ -14,7 +16,10 @@ final class StageChain {
         switch spec.source {
         case .read(let path): source = try FileSource(path: path, resumeFrom: saved, control: control)
         case .stdin: source = StdinSource()
-        case .fetch(let url): source = try HTTPSource(url: url, options: options.http, resumeFrom: saved, control: control)
+        case .fetch(let url):
+            let http = try HTTPSource(url: url, options: options.http, resumeFrom: saved, control: control)
+            notes += http.warnings
+            source = http
         default: throw SluiceError.usage("the first stage must be a source")
         }
 
@@ -23,7 +28,9 @@ final class StageChain {
         do {
             let sinkState = states.popLast()
             control.resetOutput(to: Self.outputOffset(of: sinkState))
-            var next: ByteSink = OutputMeter(next: try Self.makeSink(spec.sink, restoring: sinkState), control: control)
+            let sink = try Self.makeSink(spec.sink, restoring: sinkState)
+            if let note = (sink as? StdoutSink)?.resumeNote { notes.append(note) }
+            var next: ByteSink = OutputMeter(next: sink, control: control)
             if options.threaded {
                 next = Relay(next: next, control: control, name: spec.sink.name)
                 built.append(next as! Relay)

@@ -14,6 +14,9 @@ public enum ProgressEvent: Sendable, Equatable {
     case resume(sourceOffset: UInt64)
     /// The run starts over from zero, and why.
     case restart(reason: String)
+    /// Something the user should know that is not a failure (a warning, what a resume did).
+    /// Printed as a `sluice:` line; not part of the JSON lines.
+    case notice(String)
     /// The whole pipeline succeeded.
     case done(sourceBytes: UInt64, outputBytes: UInt64, seconds: Double)
     /// The run failed or was interrupted.

@@ -67,6 +67,7 @@ public final class ProgressRenderer: Sendable {
     private func notice(for event: ProgressEvent) -> String? {
         switch event {
         case .resume(let offset): return "resuming from a checkpoint at source byte \(offset)"
+        case .notice(let text): return text
         case .restart(let reason): return reason
         case .retry(let attempt, let delay, let reason):
             return "\(reason); retry \(attempt) in \(String(format: "%.1f", delay)) s"
@@ -187,6 +188,8 @@ public final class ProgressRenderer: Sendable {
                 object["event"] = "error"
                 object["exit_code"] = Int(error.exitCode)
                 object["message"] = error.description
+            case .notice:
+                return  // the JSON lines keep their documented set of events
             }
             guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) else { return }
             write(String(decoding: data, as: UTF8.self) + "\n")

@@ -41,7 +41,7 @@ public final class HTTPSource: ByteSource {
         firstSeen = Mutex(resumeFrom.map(FetchValidators.init))
 
         var warnings: [String] = []
-        if options.insecure { warnings.append("--insecure: TLS certificate verification is off") }
+        if options.insecure { warnings.append("warning: --insecure: TLS certificates are not verified") }
         let owned: Set<String> = ["range", "if-range"]
         userHeaders = options.headers.filter { !owned.contains(RedirectPolicy.name(of: $0)) }
         for header in options.headers where owned.contains(RedirectPolicy.name(of: header)) {
