@@ -36,6 +36,10 @@ public final class FileSource: ByteSource {
                     ? "its size is now \(size) bytes, was \(saved.totalLength.map(String.init) ?? "unknown")"
                     : "its modification time changed")
             }
+            // A pipe or device cannot be rewound: like stdin, it cannot be resumed.
+            guard (st.st_mode & S_IFMT) == S_IFREG || saved.offset == 0 else {
+                throw SluiceError.checkpointRefused(path: "(read stage)", reason: "\(path) is not a regular file, so it cannot be resumed")
+            }
             guard lseek(fd, off_t(saved.offset), SEEK_SET) >= 0 else {
                 throw SluiceError.io(path: path, operation: "seek in", errno: errno)
             }
