@@ -169,7 +169,7 @@ final class StageRestoreTests: XCTestCase {
 
     private func cut(_ head: ByteSink, offset: UInt64) throws -> Checkpoint {
         let box = CutBox()
-        try head.barrier(Cut(source: SourceState(kind: "read", location: "x", offset: offset), isFinal: false,
+        try head.barrier(Cut(source: SourceState(kind: "read", location: "x", offset: offset),
                              onSeal: { box.cut = $0 }))
         let sealed = try XCTUnwrap(box.cut)
         return Checkpoint(spec: "read x | verify | gunzip | verify | stdout", source: sealed.source, stages: sealed.stages)

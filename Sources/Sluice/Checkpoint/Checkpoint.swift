@@ -80,13 +80,7 @@ public struct Checkpoint: Codable, Sendable, Equatable {
         var passedOn = source.offset
         var previous = source.kind
         for state in stages {
-            let (taken, output): (UInt64, UInt64)
-            switch state {
-            case .verify(let s): (taken, output) = (s.bytesHashed, s.bytesHashed)
-            case .gunzip(let s): (taken, output) = (s.compressedOffset, s.outputOffset)
-            case .file(let s): (taken, output) = (s.bytesWritten, s.bytesWritten)
-            case .stdout(let s): (taken, output) = (s.bytesWritten, s.bytesWritten)
-            }
+            let (taken, output) = state.position
             if taken != passedOn {
                 return "\(state.stageName) took in \(taken) bytes but \(previous) passed on \(passedOn)"
             }

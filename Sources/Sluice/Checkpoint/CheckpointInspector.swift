@@ -19,8 +19,7 @@ public struct CheckpointInspector {
         if source.kind == "read" {
             var st = stat()
             guard stat(source.location, &st) == 0 else { return ("restart", "\(source.location) is gone") }
-            let modified = "\(st.st_mtim.tv_sec).\(st.st_mtim.tv_nsec)"
-            if UInt64(st.st_size) != source.totalLength || modified != source.lastModified {
+            if UInt64(st.st_size) != source.totalLength || FileSource.modificationStamp(st) != source.lastModified {
                 return ("restart", "\(source.location) changed since the checkpoint")
             }
         }

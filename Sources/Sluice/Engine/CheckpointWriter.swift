@@ -14,7 +14,6 @@ final class CheckpointWriter: @unchecked Sendable {
     private var stopping = false
     private var exited = false
     private var failure: SluiceError?
-    private(set) var written = 0
 
     init(store: CheckpointStore, spec: String, control: RunControl) {
         self.store = store
@@ -84,7 +83,6 @@ final class CheckpointWriter: @unchecked Sendable {
                 failure = failed
                 control.fail(failed)
             }
-            if failed == nil { written += 1 }
             condition.broadcast()
             condition.unlock()
         }

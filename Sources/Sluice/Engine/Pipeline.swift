@@ -109,7 +109,7 @@ public final class Pipeline: Sendable {
                 let sourceBytes = try runOnce(resumingFrom: checkpoint, store: store)
                 store?.remove()
                 return RunReport(resumedAt: restartReason == nil ? resumedAt : nil, restartReason: restartReason,
-                                 sourceBytes: sourceBytes, seconds: Date().timeIntervalSince(started), notes: [])
+                                 sourceBytes: sourceBytes, seconds: Date().timeIntervalSince(started))
             } catch let changed as SourceChanged {
                 guard case .file = spec.sink else {
                     throw SluiceError.remoteChanged(url: changed.location, reason: changed.reason)
@@ -195,7 +195,7 @@ public final class Pipeline: Sendable {
         do {
             // A checkpoint before the first byte: a kill before the first interval then
             // resumes at the start instead of guessing (stdout appending to a file needs it).
-            try head.injectBarrier(final: false)
+            try head.injectBarrier()
             try built.source.run(into: head)
             try head.finish()
         } catch {
@@ -203,7 +203,7 @@ public final class Pipeline: Sendable {
             // the stages healthy: a final barrier records exactly where they stand.
             let failure = error as? SluiceError
             if let writer, failure == .cancelled || isTransferFailure(failure),
-               (try? head.injectBarrier(final: true)) != nil {
+               (try? head.injectBarrier()) != nil {
                 built.close()
                 try? writer.flush()
             }

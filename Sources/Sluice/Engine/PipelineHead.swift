@@ -30,7 +30,7 @@ final class PipelineHead: ByteSink {
         try next.write(bytes)
         offset &+= UInt64(bytes.count)
         sinceBarrier &+= UInt64(bytes.count)
-        if interval > 0 && sinceBarrier >= interval { try injectBarrier(final: false) }
+        if interval > 0 && sinceBarrier >= interval { try injectBarrier() }
         let now = DispatchTime.now().uptimeNanoseconds
         if now >= nextReport {
             nextReport = now + Self.reportInterval
@@ -48,10 +48,10 @@ final class PipelineHead: ByteSink {
         try next.finish()
     }
 
-    /// Sends a barrier at the current offset down the chain. `final`: the run is stopping.
-    func injectBarrier(final: Bool) throws {
+    /// Sends a barrier at the current offset down the chain.
+    func injectBarrier() throws {
         guard let seal else { return }
         sinceBarrier = 0
-        try next.barrier(Cut(source: source.state(at: offset), isFinal: final, onSeal: seal))
+        try next.barrier(Cut(source: source.state(at: offset), onSeal: seal))
     }
 }

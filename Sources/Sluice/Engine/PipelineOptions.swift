@@ -26,6 +26,4 @@ public struct RunReport: Sendable, Equatable {
     public var restartReason: String?
     public var sourceBytes: UInt64
     public var seconds: Double
-    /// Things the user should know that are not failures (e.g. `--insecure`).
-    public var notes: [String]
 }

@@ -27,7 +27,6 @@ final class Relay: BufferLendingSink, @unchecked Sendable {
     private var queue: [Item] = []
     private var failure: Error?
     private var consumerExited = false
-    private var finished = false
     // Producer-side state (only the producer's thread touches it).
     /// The buffer being filled, how much of it is, and since when (ns).
     private var filling: Int?

@@ -27,7 +27,7 @@ final class StageChain {
         var built: [Relay] = []
         do {
             let sinkState = states.popLast()
-            control.resetOutput(to: Self.outputOffset(of: sinkState))
+            control.resetOutput(to: sinkState?.position.output ?? 0)
             let sink = try Self.makeSink(spec.sink, restoring: sinkState)
             if let note = (sink as? StdoutSink)?.resumeNote { notes.append(note) }
             var next: ByteSink = OutputMeter(next: sink, control: control)
@@ -49,14 +49,6 @@ final class StageChain {
             throw error
         }
         relays = built.reversed()
-    }
-
-    private static func outputOffset(of state: StageState?) -> UInt64 {
-        switch state {
-        case .file(let s)?: return s.bytesWritten
-        case .stdout(let s)?: return s.bytesWritten
-        default: return 0
-        }
     }
 
     private static func makeSink(_ stage: StageSpec, restoring state: StageState?) throws -> ByteSink {

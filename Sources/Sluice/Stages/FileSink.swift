@@ -35,10 +35,11 @@ public final class FileSink: ByteSink {
             close(fd)
             throw FileSinkError.partialTooShort(path: partialPath, expected: state.bytesWritten)
         }
-        guard ftruncate(fd, off_t(keep)) == 0, lseek(fd, off_t(keep), SEEK_SET) >= 0 else {
-            let code = errno
+        do {
+            try POSIX.truncate(fd, to: keep, path: partialPath)
+        } catch {
             close(fd)
-            throw SluiceError.io(path: partialPath, operation: "truncate", errno: code)
+            throw error
         }
         bytesWritten = keep
         writebackStarted = keep

@@ -25,7 +25,7 @@ public final class FileSource: ByteSource {
             throw SluiceError.io(path: path, operation: "stat", errno: code)
         }
         size = UInt64(st.st_size)
-        modified = "\(st.st_mtim.tv_sec).\(st.st_mtim.tv_nsec)"
+        modified = Self.modificationStamp(st)
         buffer = .allocate(byteCount: chunkSize, alignment: 64)
         if let saved {
             guard saved.offset <= size || saved.totalLength != size else {
@@ -44,6 +44,11 @@ public final class FileSource: ByteSource {
                 throw SluiceError.io(path: path, operation: "seek in", errno: errno)
             }
         }
+    }
+
+    /// The validator a checkpoint keeps for a local file's modification time.
+    static func modificationStamp(_ st: stat) -> String {
+        "\(st.st_mtim.tv_sec).\(st.st_mtim.tv_nsec)"
     }
 
     deinit {

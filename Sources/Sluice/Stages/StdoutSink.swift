@@ -38,7 +38,7 @@ public final class StdoutSink: ByteSink {
                     path: "(stdout)",
                     reason: "stdout is a file shorter than the \(size) bytes it had at the checkpoint (append with >> to the same file to resume)")
             }
-            try Self.truncate(fd, to: size)
+            try POSIX.truncate(fd, to: size, path: "stdout")
         } else {
             resumeNote = "stdout continues at output byte \(state.bytesWritten); bytes before it were written by the interrupted run"
         }
@@ -48,13 +48,7 @@ public final class StdoutSink: ByteSink {
     public static func undo(_ state: StdoutSinkState, fd: Int32 = STDOUT_FILENO) throws {
         guard POSIX.isRegularFile(fd), let start = state.startFileSize,
               let current = POSIX.fileSize(fd), current >= start else { return }
-        try truncate(fd, to: start)
-    }
-
-    private static func truncate(_ fd: Int32, to size: UInt64) throws {
-        guard ftruncate(fd, off_t(size)) == 0, lseek(fd, off_t(size), SEEK_SET) >= 0 else {
-            throw SluiceError.io(path: "stdout", operation: "truncate", errno: errno)
-        }
+        try POSIX.truncate(fd, to: start, path: "stdout")
     }
 
     public func write(_ bytes: UnsafeRawBufferPointer) throws {

@@ -9,13 +9,10 @@ public final class Cut: @unchecked Sendable {
     public private(set) var stages: [StageState] = []
     /// Runs before the checkpoint is written: makes the sink's bytes durable (fsync).
     public private(set) var makeDurable: (@Sendable () throws -> Void)?
-    /// True when this barrier is the last one of a cancelled run.
-    public let isFinal: Bool
     private let onSeal: @Sendable (Cut) -> Void
 
-    init(source: SourceState, isFinal: Bool, onSeal: @escaping @Sendable (Cut) -> Void) {
+    init(source: SourceState, onSeal: @escaping @Sendable (Cut) -> Void) {
         self.source = source
-        self.isFinal = isFinal
         self.onSeal = onSeal
     }
 

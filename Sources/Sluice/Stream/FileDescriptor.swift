@@ -50,6 +50,13 @@ enum POSIX {
         return parent.isEmpty ? "/" : parent
     }
 
+    /// Cuts the file to `size` bytes and puts the write position there.
+    static func truncate(_ fd: Int32, to size: UInt64, path: String) throws {
+        guard ftruncate(fd, off_t(size)) == 0, lseek(fd, off_t(size), SEEK_SET) >= 0 else {
+            throw SluiceError.io(path: path, operation: "truncate", errno: errno)
+        }
+    }
+
     static func fileSize(_ fd: Int32) -> UInt64? {
         var st = stat()
         guard fstat(fd, &st) == 0 else { return nil }

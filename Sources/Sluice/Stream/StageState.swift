@@ -29,6 +29,16 @@ public enum StageState: Sendable, Equatable {
     case file(FileSinkState)
     case stdout(StdoutSinkState)
 
+    /// Bytes the stage had taken in and passed on at the cut.
+    public var position: (input: UInt64, output: UInt64) {
+        switch self {
+        case .verify(let s): return (s.bytesHashed, s.bytesHashed)
+        case .gunzip(let s): return (s.compressedOffset, s.outputOffset)
+        case .file(let s): return (s.bytesWritten, s.bytesWritten)
+        case .stdout(let s): return (s.bytesWritten, s.bytesWritten)
+        }
+    }
+
     /// The stage word this state belongs to.
     public var stageName: String {
         switch self {
