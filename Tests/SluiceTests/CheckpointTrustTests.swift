@@ -7,24 +7,28 @@ import XCTest
 final class CheckpointTrustTests: XCTestCase {
     static let sample = CLIFeatureTests.repository + "/Fixtures/sample.tar.gz"
 
-    /// Interrupts `read sample | gunzip | file out` right after its first checkpoint.
-    private func interruptedRun(in dir: String, engine: String) throws -> [String] {
+    /// Interrupts `fetch data.gz | gunzip | file out` after a checkpoint past the start.
+    /// The server sends at 2 MB/s, so the run is surely still going when the signal lands.
+    private func interruptedRun(in dir: String, engine: String) throws -> (arguments: [String], server: FaultServer) {
         let plain = dir + "/plain", gz = dir + "/data.gz"
-        try Data(makeTestData(count: 60 << 20, seed: 12)).write(to: URL(fileURLWithPath: plain))
+        try Data(makeTestData(count: 12 << 20, seed: 12)).write(to: URL(fileURLWithPath: plain))
         XCTAssertEqual(try shell("gzip -6 -c '\(plain)' > '\(gz)'").status, 0)
+        var fault = FaultServer.Fault()
+        fault.bytesPerSecond = 2_000_000
+        let server = try FaultServer(body: try [UInt8](Data(contentsOf: URL(fileURLWithPath: gz))), fault: fault)
+        addTeardownBlock { server.stop() }
         let args = ["--engine", engine, "--progress", "json", "--checkpoint-interval", "64KiB",
-                    "read \(gz) | gunzip | file \(dir)/out"]
-        // SIGTERM right after the first checkpoint stops it mid-stream with a final one.
+                    "fetch \(server.url()) | gunzip | file \(dir)/out"]
         let process = try StreamingProcess(SluiceBinary.path, args)
         XCTAssertTrue(process.waitForLine(where: isLaterCheckpoint))
         process.signal(SIGTERM)
-        _ = process.wait()
-        return args
+        XCTAssertEqual(process.wait().status, 130)
+        return (args, server)
     }
 
     func testEditedCheckpointIsRefusedByItsDigest() throws {
         let dir = try makeTemporaryDirectory(self)
-        let args = try interruptedRun(in: dir, engine: "isal")
+        let (args, _) = try interruptedRun(in: dir, engine: "isal")
         let path = dir + "/out.sluice"
         guard FileManager.default.fileExists(atPath: path) else { return XCTFail("no checkpoint was left") }
         var text = try String(contentsOfFile: path, encoding: .utf8)
@@ -41,7 +45,7 @@ final class CheckpointTrustTests: XCTestCase {
 
     func testInconsistentPositionsAreRefusedEvenWithAValidDigest() throws {
         let dir = try makeTemporaryDirectory(self)
-        let args = try interruptedRun(in: dir, engine: "zlib")
+        let (args, _) = try interruptedRun(in: dir, engine: "zlib")
         let path = dir + "/out.sluice"
         var checkpoint = try XCTUnwrap(try CheckpointStore(path: path).load())
         for (i, state) in checkpoint.stages.enumerated() {
