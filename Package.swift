@@ -16,7 +16,12 @@ let package = Package(
         .executableTarget(name: "sluice", dependencies: ["Sluice"]),
         // The README's library example, compiled and run by the test suite.
         .executableTarget(name: "SluiceExample", dependencies: ["Sluice"], path: "Examples/SluiceExample"),
-        .testTarget(name: "SluiceTests", dependencies: ["Sluice", "CZlib", "CCrypto"]),
+        // Shared by both test targets: child-process runners, the fault server, nginx, generators.
+        .target(name: "SluiceTestSupport", dependencies: ["Sluice", "CZlib"], path: "Tests/SluiceTestSupport"),
+        // Fast, in-process: `swift test --filter SluiceUnitTests` runs in seconds.
+        .testTarget(name: "SluiceUnitTests", dependencies: ["Sluice", "SluiceTestSupport", "CZlib", "CCrypto"]),
+        // The real binary, nginx, kill loops; slow ones run only with SLUICE_SLOW_TESTS=1 (Scripts/test sets it).
+        .testTarget(name: "SluiceIntegrationTests", dependencies: ["Sluice", "SluiceTestSupport", "CZlib", "CCrypto"]),
     ],
     swiftLanguageModes: [.v6]
 )

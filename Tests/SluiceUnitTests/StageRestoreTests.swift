@@ -3,6 +3,7 @@ import CZlib
 import Foundation
 import XCTest
 @testable import Sluice
+@testable import SluiceTestSupport
 
 /// The central property: snapshot at any byte → encode as a checkpoint → decode →
 /// restore into fresh stages → continue gives byte-identical output and digest.

@@ -3,6 +3,7 @@ import XCTest
 #if canImport(Glibc)
 import Glibc
 #endif
+@testable import SluiceTestSupport
 
 /// Exercises the test-support `FaultServer` over raw sockets (and curl for redirects),
 /// so tests built on it can trust what it sends.

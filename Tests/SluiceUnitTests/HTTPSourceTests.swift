@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
 @testable import Sluice
+@testable import SluiceTestSupport
 
 /// Drives `HTTPSource` directly into a collecting sink against the in-process FaultServer
 /// (and file:// URLs), checking exact bytes, the error thrown, and that resumes really resume.

@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
 @testable import Sluice
+@testable import SluiceTestSupport
 
 /// A checkpoint is input: damaged, edited or inconsistent ones are refused (exit 2),
 /// never fed to an inflater or trusted to cut a file.

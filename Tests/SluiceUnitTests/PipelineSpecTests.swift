@@ -1,5 +1,6 @@
 import XCTest
 @testable import Sluice
+@testable import SluiceTestSupport
 
 final class PipelineSpecTests: XCTestCase {
     let digest = String(repeating: "ab", count: 32)

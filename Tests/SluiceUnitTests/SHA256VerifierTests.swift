@@ -2,6 +2,7 @@ import CCrypto
 import Foundation
 import XCTest
 @testable import Sluice
+@testable import SluiceTestSupport
 
 final class SHA256VerifierTests: XCTestCase {
     /// FIPS 180-2 / NIST example vectors.

@@ -3,6 +3,7 @@ import XCTest
 #if canImport(Glibc)
 import Glibc
 #endif
+@testable import SluiceTestSupport
 
 /// The kill loop: the real binary moves a ≥ 100 MB gzip through verify and gunzip into a
 /// file, is SIGKILLed at random moments, and the same command is rerun each time. At the
@@ -15,10 +16,12 @@ final class KillResumeTests: XCTestCase {
     }
 
     func testKillLoopDefaultEngine() throws {
+        try requireSlowTests()
         try killLoop(engine: nil)
     }
 
     func testKillLoopZlibEngine() throws {
+        try requireSlowTests()
         try killLoop(engine: "zlib")
     }
 

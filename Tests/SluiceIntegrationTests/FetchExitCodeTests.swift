@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
 @testable import Sluice
+@testable import SluiceTestSupport
 
 /// Exit codes 3 and 7 and the remote-changed restart, through the real binary against
 /// the fault-injection server.

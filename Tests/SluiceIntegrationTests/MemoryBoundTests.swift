@@ -1,5 +1,6 @@
 import Foundation
 import XCTest
+@testable import SluiceTestSupport
 
 /// Backpressure end to end: a 1 GiB body from a real nginx, through `verify`, into a stdout
 /// consumed at a throttled ~25 MB/s. nginx and libcurl could deliver it in a couple of
@@ -37,6 +38,7 @@ final class MemoryBoundTests: XCTestCase {
     """
 
     func testOneGiBThroughASlowStdoutReaderStaysUnder64MiBRSS() throws {
+        try requireSlowTests()
         let gnuTime = "/usr/bin/time", python = "/usr/bin/python3"
         for tool in [gnuTime, python] where !FileManager.default.isExecutableFile(atPath: tool) {
             XCTFail("\(tool) is missing: this test needs GNU time (Debian 'time') and python3 (Debian 'python3')")

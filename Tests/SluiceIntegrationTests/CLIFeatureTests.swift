@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
 @testable import Sluice
+@testable import SluiceTestSupport
 
 /// The CLI as people and scripts meet it: help, version, inspect, progress, spec files,
 /// and the README's library example.

@@ -3,6 +3,7 @@ import XCTest
 #if canImport(Glibc)
 import Glibc
 #endif
+@testable import SluiceTestSupport
 
 /// Every exit status of DESIGN.md §1, through the real binary: the status, the one
 /// `sluice:` line that explains it, and exactly what is left on disk afterwards.

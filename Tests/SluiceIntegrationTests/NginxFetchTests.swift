@@ -1,5 +1,6 @@
 import Foundation
 import XCTest
+@testable import SluiceTestSupport
 
 /// `fetch` against a real nginx: plain transfers, throttled transfers killed with SIGKILL
 /// and resumed with `Range`, TLS with a test CA, and the https → http downgrade.

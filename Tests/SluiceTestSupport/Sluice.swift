@@ -111,3 +111,11 @@ func sha256Hex(ofFile path: String) throws -> String {
     let result = try shell("sha256sum '\(path)' | cut -d' ' -f1", capture: true)
     return result.output.trimmingCharacters(in: .whitespacesAndNewlines)
 }
+
+/// Tests that take many seconds (kill loops, gigabytes of data) run only when
+/// `SLUICE_SLOW_TESTS=1`; `Scripts/test` (and so CI) always sets it.
+func requireSlowTests() throws {
+    guard ProcessInfo.processInfo.environment["SLUICE_SLOW_TESTS"] == "1" else {
+        throw XCTSkip("slow test: set SLUICE_SLOW_TESTS=1 (Scripts/test does)")
+    }
+}
