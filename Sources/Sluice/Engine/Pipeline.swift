@@ -32,11 +32,12 @@ public final class Pipeline: Sendable {
     /// The checkpoint this run uses, or nil when it cannot resume (stdin, stdout without
     /// an explicit checkpoint, or checkpoints disabled).
     public var checkpointPath: String? {
-        if case .stdin = spec.source { return nil }
-        if let explicit = options.checkpointPath { return explicit }
-        if case .file(let path) = spec.sink { return path + ".sluice" }
-        return nil
+        guard spec.source.kind?.resumable ?? false else { return nil }
+        return options.checkpointPath ?? output?.defaultCheckpointPath
     }
+
+    /// What the sink leaves on disk (nil for stdout).
+    public var output: OutputTarget? { spec.sink.kind?.output(spec.sink) }
 
     /// Whether an interruption leaves something to resume from.
     public var writesCheckpoints: Bool {
@@ -58,15 +59,10 @@ public final class Pipeline: Sendable {
     }
 
     private func runLocked(started: Date) throws -> RunReport {
-        if case .stdin = spec.source, options.checkpointPath != nil {
-            throw SluiceError.usage("stdin cannot be resumed, so it takes no --checkpoint; read from a file or URL to make the run resumable")
+        if !(spec.source.kind?.resumable ?? false), options.checkpointPath != nil {
+            throw SluiceError.usage("\(spec.source.name) cannot be resumed, so it takes no --checkpoint; read from a file or URL to make the run resumable")
         }
-        if case .file(let path) = spec.sink {
-            var isDirectory: ObjCBool = false
-            if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
-                throw SluiceError.usage("the output \(path) is a directory; name a file inside it")
-            }
-        }
+        try output?.preflight()
         let store = checkpointPath.map(CheckpointStore.init(path:))
         let locks = runLocks()
         var taken: [RunLock] = []
@@ -86,7 +82,7 @@ public final class Pipeline: Sendable {
         if let store {
             if options.restart {
                 // Appending to a file on stdout: take back what the abandoned run added.
-                if case .stdout = spec.sink, let old = try? store.load(), case .stdout(let state)? = old.stages.last {
+                if let old = try? store.load(), let state = old.stages.last?.as(StdoutSinkState.self) {
                     try StdoutSink.undo(state)
                 }
                 store.remove()
@@ -111,7 +107,7 @@ public final class Pipeline: Sendable {
                 return RunReport(resumedAt: restartReason == nil ? resumedAt : nil, restartReason: restartReason,
                                  sourceBytes: sourceBytes, seconds: Date().timeIntervalSince(started))
             } catch let changed as SourceChanged {
-                guard case .file = spec.sink else {
+                guard output != nil else {
                     throw SluiceError.remoteChanged(url: changed.location, reason: changed.reason)
                 }
                 guard restartReason == nil else {
@@ -142,8 +138,8 @@ public final class Pipeline: Sendable {
     /// the checkpoint: two runs may share neither.
     private func runLocks() -> [RunLock] {
         var locks: [RunLock] = []
-        if case .file(let path) = spec.sink {
-            locks.append(RunLock(path: path + ".sluice.lock"))
+        if let output {
+            locks.append(RunLock(path: output.lockPath))
         }
         if let checkpointPath, !locks.contains(where: { $0.path == checkpointPath + ".lock" }) {
             locks.append(RunLock(path: checkpointPath + ".lock"))
@@ -166,7 +162,7 @@ public final class Pipeline: Sendable {
     }
 
     private func discardPartialOutput() {
-        if case .file(let path) = spec.sink { FileSink.discard(path: path) }
+        output?.discardPartial()
     }
 
     /// One pass from the checkpoint (or zero) to the end. Returns the source bytes moved.

@@ -177,3 +177,21 @@ public final class HTTPSource: ByteSource {
         return CurlRequest(url: url, headers: headers, resumeFrom: 0)
     }
 }
+
+extension HTTPSource {
+    public var notices: [String] { warnings }
+}
+
+extension StageKind {
+    static let fetch = StageKind.source(
+        "fetch",
+        arguments: [StageArgument("URL", "a URL (http://, https:// or file://)") { text throws(StageWordError) in
+            try URLCheck.validate(text)
+            return text
+        }],
+        summary: "source: http://, https://, file:// (libcurl); resumed with Range/If-Range",
+        nsPerByte: 0.3
+    ) { spec, context, saved in
+        try HTTPSource(url: spec.arguments[0], options: context.options.http, resumeFrom: saved, control: context.control)
+    }
+}
