@@ -5,7 +5,7 @@ import Glibc
 #endif
 @testable import SluiceTestSupport
 
-/// Every exit status of DESIGN.md §1, through the real binary: the status, the one
+/// Every exit status of the README's table, through the real binary: the status, the one
 /// `sluice:` line that explains it, and exactly what is left on disk afterwards.
 final class CLIExitCodeTests: XCTestCase {
 

@@ -2,7 +2,7 @@ import Foundation
 
 /// Runs a pipeline spec: builds the stages (restored from a checkpoint when one exists),
 /// connects them with relays, pushes the source through, and leaves the disk in exactly
-/// the state DESIGN.md §1 promises for each outcome.
+/// the state the README's exit-status table promises for each outcome.
 ///
 ///     let pipeline = try Pipeline("read data.gz | gunzip | file data")
 ///     try pipeline.run()

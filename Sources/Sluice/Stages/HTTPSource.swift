@@ -2,7 +2,7 @@ import CCurl
 import Synchronization
 
 /// `fetch URL`: an http, https or file URL through libcurl, resumed with `Range` and
-/// `If-Range` (DESIGN.md §3).
+/// `If-Range` (docs/ARCHITECTURE.md, "Resume rules").
 ///
 /// Within one run, transient failures are retried at the current offset, so the stages
 /// downstream never notice; a response is judged (ResumeJudge) before any of its body moves,

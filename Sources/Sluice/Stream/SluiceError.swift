@@ -27,7 +27,7 @@ public enum SluiceError: Error, Sendable, Equatable {
     /// SIGINT/SIGTERM or `Pipeline.cancel()` (exit 130).
     case cancelled
 
-    /// The process exit status of the CLI contract (DESIGN.md §1).
+    /// The process exit status of the CLI contract (README, "Exit status").
     public var exitCode: Int32 {
         switch self {
         case .spec, .usage, .checkpointRefused, .locked: return 2
