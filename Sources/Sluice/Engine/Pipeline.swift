@@ -169,7 +169,7 @@ public final class Pipeline: Sendable {
     private func runOnce(resumingFrom checkpoint: Checkpoint?, store: CheckpointStore?) throws -> UInt64 {
         // Interval 0 writes no checkpoints; an existing one is still honoured and locked.
         let writer = options.checkpointInterval == 0 ? nil
-            : store.map { CheckpointWriter(store: $0, spec: spec.description, control: control) }
+            : try store.map { try CheckpointWriter(store: $0, spec: spec.description, control: control) }
         defer { writer?.stop() }
         let built: StageChain
         do {
