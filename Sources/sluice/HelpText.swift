@@ -46,7 +46,9 @@ enum HelpText {
       5    corrupt compressed data: no output; partial data and checkpoint removed
       6    local I/O error (disk full, permission): partial data + last good checkpoint kept
       7    remote changed since the checkpoint and the sink (stdout) cannot restart
-      130  interrupted (SIGINT/SIGTERM): checkpoint saved at the interruption point
+      130  interrupted (SIGINT/SIGTERM): checkpoint saved at the interruption point;
+           a second signal stops at once, keeping the last checkpoint written
+      141  stdout's reader went away (| head): killed by SIGPIPE, like cat; checkpoint kept
 
     EXAMPLES
       sluice 'fetch https://example.org/data.tar.gz | verify sha256:9f86…08 | gunzip | file data.tar'
