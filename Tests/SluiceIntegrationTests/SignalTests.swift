@@ -44,6 +44,25 @@ final class SignalTests: XCTestCase {
         XCTAssertEqual(CheckpointFacts(path: dir + "/out.sluice")?.sourceOffset, 5)
     }
 
+    /// stdin is a pipe that stays open and silent: the run (which cannot resume) waits in
+    /// read, stops on the signal and says that nothing was saved.
+    func testSIGINTStopsAReadOfASilentStdin() throws {
+        var input: [Int32] = [0, 0]
+        XCTAssertEqual(pipe(&input), 0)
+        defer { close(input[1]) }
+        let run = try StalledStdoutChild(["--progress", "json", "stdin | stdout"], stdout: Self.unreadPipe(self),
+                                         stdin: FileHandle(fileDescriptor: input[0], closeOnDealloc: true),
+                                         hangGuard: Self.hangGuard)
+        XCTAssertTrue(run.process.waitForLine(timeout: Self.hangGuard) { isEvent($0, "start") }, "the run never started")
+        run.process.signal(SIGINT)
+        let outcome = run.wait()
+        XCTAssertFalse(outcome.timedOut, "the run did not stop: it stayed blocked in its read")
+        XCTAssertEqual(outcome.status, 130)
+        XCTAssertEqual(outcome.lines.filter { !$0.hasPrefix("{") }, [
+            "sluice: interrupted; this pipeline writes no checkpoint (stdin source, stdout without --checkpoint, or --checkpoint-interval 0), so a rerun starts from zero",
+        ])
+    }
+
     /// stdout is a pipe whose reader stopped reading (it is never read at all): the sink's
     /// write waits for room that never comes, and gunzip, on its own thread, waits for the
     /// sink's buffers.
@@ -167,8 +186,8 @@ private final class StalledStdoutChild {
     private let guardTimer: DispatchSourceTimer
     private let timedOut = LockedFlag()
 
-    init(_ arguments: [String], stdout fd: Int32, hangGuard: TimeInterval) throws {
-        process = try StreamingProcess(SluiceBinary.path, arguments,
+    init(_ arguments: [String], stdout fd: Int32, stdin: FileHandle? = nil, hangGuard: TimeInterval) throws {
+        process = try StreamingProcess(SluiceBinary.path, arguments, stdin: stdin,
                                        stdout: FileHandle(fileDescriptor: fd, closeOnDealloc: false))
         guardTimer = DispatchSource.makeTimerSource()
         guardTimer.schedule(deadline: .now() + hangGuard)
