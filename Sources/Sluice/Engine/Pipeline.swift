@@ -12,10 +12,16 @@ public final class Pipeline: Sendable {
     /// Shared with every thread of the run; `cancel()` goes through it.
     public let control: RunControl
 
+    /// The run's progress events as an async sequence (besides `options.progress`), ending
+    /// when the run ends. Keeps the newest 1,024 events when nobody reads it.
+    public let events: AsyncStream<ProgressEvent>
+
     public init(spec: PipelineSpec, options: PipelineOptions = PipelineOptions()) {
         self.spec = spec
         self.options = options
-        self.control = RunControl(progress: ProgressReporter(handler: options.progress))
+        let (events, continuation) = AsyncStream.makeStream(of: ProgressEvent.self, bufferingPolicy: .bufferingNewest(1024))
+        self.events = events
+        self.control = RunControl(progress: ProgressReporter(handler: options.progress, stream: continuation))
     }
 
     /// Parses `text` (see `PipelineSpec`) and prepares a run.
@@ -48,6 +54,7 @@ public final class Pipeline: Sendable {
     @discardableResult
     public func run() throws -> RunReport {
         let started = Date()
+        defer { control.progress.finish() }
         do {
             let report = try runLocked(started: started)
             control.progress.emit(.done(sourceBytes: report.sourceBytes, outputBytes: control.outputBytes, seconds: report.seconds))
