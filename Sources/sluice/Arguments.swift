@@ -16,7 +16,9 @@ struct Arguments {
     var progress: ProgressStyle = .auto
     var quiet = false
 
-    static func parse(_ argv: [String]) throws(SluiceError) -> Arguments {
+    /// `environment`: where `CURL_CA_BUNDLE`, `SSL_CERT_FILE` and `SSL_CERT_DIR` are read.
+    static func parse(_ argv: [String],
+                      environment: [String: String] = ProcessInfo.processInfo.environment) throws(SluiceError) -> Arguments {
         var args = Arguments()
         var rest = argv[...]
         var positional: [String] = []
@@ -45,17 +47,26 @@ struct Arguments {
                 let v = try value(for: name)
                 guard let n = Int(v), n >= 0 else { throw .usage("--retries takes a whole number ≥ 0, not '\(v)'") }
                 args.options.http.retries = n
-            case "--stall-timeout":
-                let v = try value(for: name)
-                guard let s = Double(v), s > 0, s.isFinite else { throw .usage("--stall-timeout takes a number of seconds > 0, not '\(v)'") }
-                args.options.http.stallTimeout = s
+            case "--stall-timeout": args.options.http.stallTimeout = try seconds(try value(for: name), option: name)
+            case "--speed-limit": args.options.http.speedLimit = try parseSize(try value(for: name), option: name)
+            case "--speed-time": args.options.http.speedTime = try seconds(try value(for: name), option: name)
+            case "--max-time": args.options.http.maxTime = try seconds(try value(for: name), option: name)
             case "-H", "--header":
                 let v = try value(for: name)
                 guard let colon = v.firstIndex(of: ":"), colon != v.startIndex,
-                      !v[..<colon].contains(where: { $0 == " " || $0 == "\t" }) else {
-                    throw .usage("-H takes 'Name: value', not '\(v)'")
+                      !v[..<colon].contains(where: { $0 == " " || $0 == "\t" }),
+                      !v.unicodeScalars.contains(where: { $0.value < 0x20 && $0 != "\t" || $0.value == 0x7F }) else {
+                    // The value is often a credential: never echo it back.
+                    throw .usage("-H takes 'Name: value' on one line (the value given is not shown)")
                 }
                 args.options.http.headers.append(v)
+            case "--proxy": args.options.http.proxy = try value(for: name)
+            case "--noproxy": args.options.http.noProxy = try value(for: name)
+            case "--netrc": args.options.http.netrc = true
+            case "--netrc-file":
+                let v = try value(for: name)
+                guard FileManager.default.isReadableFile(atPath: v) else { throw .usage("--netrc-file: cannot read '\(v)'") }
+                args.options.http.netrcFile = v
             case "--cacert":
                 let v = try value(for: name)
                 guard FileManager.default.isReadableFile(atPath: v) else { throw .usage("--cacert: cannot read '\(v)'") }
@@ -80,6 +91,13 @@ struct Arguments {
             }
         }
 
+        // As the curl tool does: a CA bundle or directory from the environment unless --cacert names one.
+        if args.options.http.caCertificate == nil {
+            args.options.http.caCertificate = [environment["CURL_CA_BUNDLE"], environment["SSL_CERT_FILE"]]
+                .compactMap { $0 }.first { !$0.isEmpty }
+        }
+        if let directory = environment["SSL_CERT_DIR"], !directory.isEmpty { args.options.http.caDirectory = directory }
+
         if positional.first == "inspect" {
             guard positional.count == 2 else { throw .usage("inspect takes one checkpoint path: sluice inspect CHECKPOINT [--json]") }
             args.command = .inspect(path: positional[1], json: json)
@@ -102,6 +120,14 @@ struct Arguments {
             args.command = .run(specText: positional[0], specFile: nil)
         }
         return args
+    }
+
+    /// A number of seconds > 0 (fractions allowed), for the time limits.
+    static func seconds(_ text: String, option: String) throws(SluiceError) -> Double {
+        guard let value = Double(text), value > 0, value.isFinite, value <= 1e9 else {
+            throw .usage("\(option) takes a number of seconds > 0, not '\(text)'")
+        }
+        return value
     }
 
     /// `8MiB`, `512k`, `1G`, `4096`, `0` (see `ByteSize`).

@@ -30,8 +30,18 @@ enum HelpText {
       --restart                    discard an existing checkpoint and partial output, start from zero
       --retries N                  transient transfer failures retried per run (default 5)
       --stall-timeout SECONDS      no data for this long aborts and retries the attempt (default 30)
+      --speed-limit BYTES/S        an attempt slower than this for --speed-time is aborted and
+                                   retried, e.g. 10KiB (default 0: off)
+      --speed-time SECONDS         the window for --speed-limit (default 30)
+      --max-time SECONDS           the whole fetch, retries included, may take this long; then exit 3
+                                   with the checkpoint kept (default: no limit)
       -H, --header 'Name: value'   extra request header (repeatable; never stored in a checkpoint)
-      --cacert FILE                trust the CA certificates in FILE
+      --proxy URL                  use this proxy (default: http_proxy, https_proxy, all_proxy)
+      --noproxy HOSTS              comma-separated hosts reached directly, * for all (default: no_proxy)
+      --netrc                      credentials from ~/.netrc for the host (never printed or stored)
+      --netrc-file FILE            credentials from FILE instead of ~/.netrc
+      --cacert FILE                trust the CA certificates in FILE (default: CURL_CA_BUNDLE,
+                                   SSL_CERT_FILE, SSL_CERT_DIR, else the system store)
       -k, --insecure               do not verify TLS certificates (warns)
       --engine zlib|isal           inflate engine for gunzip (default isal, the fastest)
       --progress auto|bar|json|none  progress on stderr (default auto: a bar on a terminal)

@@ -549,36 +549,21 @@ final class HTTPSourceTests: XCTestCase {
         XCTAssertNotNil(known.contradiction(by: FetchValidators(etag: "\"b\"", lastModified: "Mon")))
         XCTAssertNotNil(known.contradiction(by: FetchValidators(etag: "\"a\"", totalLength: 11)))
         XCTAssertFalse(FetchValidators(etag: "W/\"a\"").isConfirmed(by: FetchValidators(etag: "W/\"a\"")))
-        XCTAssertEqual(FetchValidators(etag: "W/\"a\"", lastModified: "Mon").ifRange, "Mon")
+        XCTAssertNil(FetchValidators(etag: "W/\"a\"", lastModified: "Mon").ifRange, "a Last-Modified not shown strong")
+        XCTAssertEqual(FetchValidators(etag: "W/\"a\"", lastModified: "Mon", lastModifiedIsStrong: true).ifRange, "Mon")
         XCTAssertEqual(known.ifRange, "\"a\"")
     }
 
     // MARK: Helpers
 
-    private struct Run {
-        let source: HTTPSource
-        let sink: Collector
-        let events: EventLog
-        let error: Error?
-    }
+    private typealias Run = FetchRun
+    private typealias EventLog = FetchEventLog
 
-    private static func options() -> HTTPOptions {
-        var options = HTTPOptions()
-        options.backoffBase = 0.01
-        options.stallTimeout = 10
-        return options
-    }
+    private static func options() -> HTTPOptions { FetchRun.options() }
 
-    /// Runs a fresh source into a collector; `onWrite` sees the running total after each write.
-    private func fetch(_ url: String, options: HTTPOptions = HTTPSourceTests.options(), resumeFrom: SourceState? = nil,
+    private func fetch(_ url: String, options: HTTPOptions = FetchRun.options(), resumeFrom: SourceState? = nil,
                        onWrite: ((Int) throws -> Void)? = nil) throws -> Run {
-        let log = EventLog()
-        let control = RunControl(progress: ProgressReporter(handler: { log.append($0) }))
-        let source = try HTTPSource(url: url, options: options, resumeFrom: resumeFrom, control: control)
-        let sink = Collector(onWrite: onWrite)
-        var caught: Error?
-        do { try source.run(into: sink) } catch { caught = error }
-        return Run(source: source, sink: sink, events: log, error: caught)
+        try FetchRun.run(url, options: options, resumeFrom: resumeFrom, onWrite: onWrite)
     }
 
     private static func checkpoint(_ url: String, offset: UInt64) -> SourceState {
@@ -615,47 +600,5 @@ final class HTTPSourceTests: XCTestCase {
         XCTAssertEqual(changed.location, DisplayText.redactedURL(url), file: file, line: line)
         XCTAssertTrue(changed.reason.contains(word), "'\(changed.reason)' does not mention '\(word)'",
                       file: file, line: line)
-    }
-
-    /// Keeps every byte written; `onWrite` runs after each write with the running total.
-    private final class Collector: ByteSink {
-        private(set) var bytes: [UInt8] = []
-        private let onWrite: ((Int) throws -> Void)?
-
-        init(onWrite: ((Int) throws -> Void)? = nil) { self.onWrite = onWrite }
-
-        func write(_ buffer: UnsafeRawBufferPointer) throws {
-            bytes.append(contentsOf: buffer)
-            try onWrite?(bytes.count)
-        }
-
-        func barrier(_ cut: Cut) throws { cut.seal(makeDurable: nil) }
-        func finish() throws { XCTFail("a source never finishes its sink") }
-    }
-
-    /// Progress events, as the source's thread emits them.
-    private final class EventLog: @unchecked Sendable {
-        private let lock = NSLock()
-        private var events: [ProgressEvent] = []
-        private var retryHook: (@Sendable () -> Void)?
-
-        var onRetry: (@Sendable () -> Void)? {
-            get { lock.withLock { retryHook } }
-            set { lock.withLock { retryHook = newValue } }
-        }
-
-        func append(_ event: ProgressEvent) {
-            lock.withLock { events.append(event) }
-            if case .retry = event { onRetry?() }
-        }
-
-        var retries: [(attempt: Int, delay: Double, reason: String)] {
-            lock.withLock {
-                events.compactMap {
-                    if case .retry(let attempt, let delay, let reason) = $0 { return (attempt, delay, reason) }
-                    return nil
-                }
-            }
-        }
     }
 }

@@ -67,7 +67,8 @@ public final class HTTPSource: ByteSource {
     public func state(at offset: UInt64) -> SourceState {
         let seen = firstSeen.withLock { $0 }
         return SourceState(kind: "fetch", location: shownURL, offset: offset, etag: seen?.etag,
-                           lastModified: seen?.lastModified, totalLength: seen?.totalLength)
+                           lastModified: seen?.lastModified, totalLength: seen?.totalLength,
+                           lastModifiedIsStrong: seen?.lastModifiedIsStrong == true ? true : nil)
     }
 
     /// Attempts until the whole resource is delivered; between attempts `RetryPolicy` decides.

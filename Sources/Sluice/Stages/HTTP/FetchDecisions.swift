@@ -40,7 +40,7 @@ enum AttemptJudge {
             case .stalled:
                 return .fail(.transient("no data from \(server) for \(seconds(limits.stallTimeout)) s"))
             case .tooSlow:
-                return .fail(.transient("\(server) sent less than \(limits.speedLimit) bytes/s for"
+                return .fail(.tooSlow("\(server) sent less than \(limits.speedLimit) bytes/s for"
                                         + " \(seconds(limits.speedTime)) s (--speed-limit, --speed-time)"))
             case .deadline:
                 return .fail(.outOfTime("the --max-time deadline passed at source byte \(facts.offset)"))
@@ -133,6 +133,8 @@ struct RetryPolicy {
             if progressed { streak.failuresInARow = 0 }
             reason = why
             retryAfter = after
+        case .tooSlow(let why):
+            reason = why
         }
         streak.failuresInARow += 1
         guard streak.failuresInARow <= retries else {

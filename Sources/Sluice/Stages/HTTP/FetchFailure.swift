@@ -5,6 +5,9 @@ enum FetchFailure: Error, Equatable {
     /// Worth another attempt at the current offset (drops, timeouts, stalls, 408/429/5xx),
     /// after `retryAfter` seconds when the server said so.
     case transient(String, retryAfter: Double? = nil)
+    /// Slower than `--speed-limit`: retried like a transient failure, but the bytes the slow
+    /// attempt delivered do not reset the count, so a trickle ends after `--retries` attempts.
+    case tooSlow(String)
     /// Retrying the same URL cannot help (404, DNS, TLS verification): exit 3 at once, unless
     /// the URL was a redirect target from an earlier attempt (signed URLs expire), when the
     /// URL the user gave is asked once more.

@@ -4,22 +4,27 @@ struct FetchValidators: Sendable, Equatable {
     var etag: String?
     var lastModified: String?
     var totalLength: UInt64?
+    /// Last-Modified is a strong validator (see `SourceState.lastModifiedIsStrong`).
+    var lastModifiedIsStrong: Bool
 
-    init(etag: String? = nil, lastModified: String? = nil, totalLength: UInt64? = nil) {
+    init(etag: String? = nil, lastModified: String? = nil, totalLength: UInt64? = nil, lastModifiedIsStrong: Bool = false) {
         self.etag = etag
         self.lastModified = lastModified
         self.totalLength = totalLength
+        self.lastModifiedIsStrong = lastModifiedIsStrong
     }
 
     init(_ state: SourceState) {
-        self.init(etag: state.etag, lastModified: state.lastModified, totalLength: state.totalLength)
+        self.init(etag: state.etag, lastModified: state.lastModified, totalLength: state.totalLength,
+                  lastModifiedIsStrong: state.lastModifiedIsStrong ?? false)
     }
 
-    /// The `If-Range` value: only a strong ETag may be used there (RFC 9110 §13.1.5),
-    /// otherwise the Last-Modified date.
+    /// The `If-Range` value (RFC 9110 §13.1.5): only a strong validator may be used there —
+    /// a strong ETag, else a Last-Modified date shown to be strong. Otherwise none is sent,
+    /// and the response's own validators are checked instead (ResumeJudge).
     var ifRange: String? {
         if let etag, !Self.isWeak(etag) { return etag }
-        return lastModified
+        return lastModifiedIsStrong ? lastModified : nil
     }
 
     /// Why `seen` cannot be the version these validators describe, or nil when nothing

@@ -81,7 +81,24 @@ struct HTTPResponseHead {
     /// The validators this response carries; `totalLength` is the caller's to fill in,
     /// since where it comes from depends on the status.
     var validators: FetchValidators {
-        FetchValidators(etag: fields["etag"], lastModified: fields["last-modified"])
+        FetchValidators(etag: fields["etag"], lastModified: fields["last-modified"],
+                        lastModifiedIsStrong: lastModifiedIsStrong)
+    }
+
+    /// RFC 9110 §8.8.2.2: a Last-Modified at least one second older than the response's Date
+    /// is strong (the file cannot have changed twice within that second unnoticed).
+    var lastModifiedIsStrong: Bool {
+        guard let modified = fields["last-modified"].flatMap(Self.seconds), let date = fields["date"].flatMap(Self.seconds)
+        else { return false }
+        let (age, overflow) = date.subtractingReportingOverflow(modified)
+        return !overflow && age >= 1
+    }
+
+    /// An HTTP date as seconds since the epoch (parsed by libcurl), nil when unreadable.
+    private static func seconds(_ text: String) -> Int? {
+        guard text.utf8.count <= 64 else { return nil }
+        let value = text.withCString { curl_getdate($0, nil) }
+        return value >= 0 ? Int(value) : nil
     }
 
     /// `Retry-After` as seconds from now: delta-seconds or an HTTP date (parsed by libcurl).
