@@ -57,85 +57,70 @@ public final class Pipeline: Sendable {
         }
     }
 
+    /// Checks every name, takes the locks, decides how to begin (`RunStart`), then runs
+    /// attempts until `AfterAttempt` says stop; the decisions are pure, this only acts.
     private func runLocked(started: Date) throws -> RunReport {
         if case .stdin = spec.source, options.checkpointPath != nil {
             throw SluiceError.usage("stdin cannot be resumed, so it takes no --checkpoint; read from a file or URL to make the run resumable")
         }
-        if case .file(let path) = spec.sink {
-            var isDirectory: ObjCBool = false
-            if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
-                throw SluiceError.usage("the output \(path) is a directory; name a file inside it")
-            }
-        }
+        if let problem = runPaths().problem() { throw problem }
         let store = checkpointPath.map(CheckpointStore.init(path:))
         let locks = runLocks()
-        var taken: [RunLock] = []
-        var refusedCheckpoint = false
-        defer {
-            // Lock files go when no checkpoint is left to guard — and when this run made
-            // them only to refuse the checkpoint (a refused run changes nothing).
-            let keep = store?.exists ?? false
-            for lock in taken { lock.release(removeFile: !keep || (refusedCheckpoint && lock.createdFile)) }
-        }
-        for lock in locks {
-            try lock.acquire()
-            taken.append(lock)
-        }
+        // Lock files go with the locks, whatever the outcome (see RunLock).
+        defer { for lock in locks { lock.release() } }
+        for lock in locks { try lock.acquire() }
 
         var checkpoint: Checkpoint?
-        if let store {
-            if options.restart {
-                // Appending to a file on stdout: take back what the abandoned run added.
-                if case .stdout = spec.sink, let old = try? store.load(), case .stdout(let state)? = old.stages.last {
-                    try StdoutSink.undo(state)
-                }
-                store.remove()
-                discardPartialOutput()
-            } else {
-                do {
-                    checkpoint = try store.load()
-                    if let checkpoint { try check(checkpoint, storedAt: store.path) }
-                } catch {
-                    refusedCheckpoint = true
-                    throw error
-                }
-            }
+        let stored = try store?.read() ?? .none
+        switch RunStart.decide(restart: options.restart, stored: stored, mismatch: { self.mismatch($0, storedAt: store?.path ?? "") }) {
+        case .fresh: break
+        case .resume(let saved): checkpoint = saved
+        case .refuse(let error): throw error
+        case .discardThenFresh(let undoStdout):
+            if let undoStdout, case .stdout = spec.sink { try StdoutSink.undo(undoStdout) }
+            store?.remove()
+            discardPartialOutput()
         }
 
         var restartReason: String?
         let resumedAt = checkpoint?.source.offset
         while true {
-            do {
-                let sourceBytes = try runOnce(resumingFrom: checkpoint, store: store)
+            let outcome = runOnce(resumingFrom: checkpoint, store: store)
+            let facts = AfterAttempt.Facts(sinkCanStartOver: isFileSink, startedOver: restartReason != nil,
+                                           resumed: checkpoint != nil, checkpointKept: store?.exists ?? false)
+            switch AfterAttempt.decide(outcome, facts) {
+            case .finished(let sourceBytes):
                 store?.remove()
                 return RunReport(resumedAt: restartReason == nil ? resumedAt : nil, restartReason: restartReason,
                                  sourceBytes: sourceBytes, seconds: Date().timeIntervalSince(started))
-            } catch let changed as SourceChanged {
-                guard case .file = spec.sink else {
-                    throw SluiceError.remoteChanged(url: changed.location, reason: changed.reason)
-                }
-                guard restartReason == nil else {
-                    throw SluiceError.transfer(url: changed.location, reason: "it changed again while starting over (\(changed.reason))")
-                }
-                let since = checkpoint == nil ? "during the transfer" : "since the checkpoint"
-                restartReason = "\(changed.location) changed \(since) (\(changed.reason)); starting over from zero"
-            } catch FileSinkError.partialTooShort(let path, let expected) {
-                guard restartReason == nil else { throw SluiceError.io(path: path, operation: "resume", errno: EIO) }
-                restartReason = "\(path) is shorter than the \(expected) bytes the checkpoint records; starting over from zero"
-            } catch let error as SluiceError {
-                if case .checkpointRefused = error { refusedCheckpoint = true }
-                // Without a checkpoint nothing can ever resume the partial output.
-                if error.discardsPartialOutput || !(store?.exists ?? false) {
+            case .fail(let error, let discard):
+                if discard {
                     store?.remove()
                     discardPartialOutput()
                 }
                 throw error
+            case .startOver(let reason):
+                restartReason = reason
+                control.progress.emit(.restart(reason: reason))
+                store?.remove()
+                discardPartialOutput()
+                checkpoint = nil
             }
-            control.progress.emit(.restart(reason: restartReason!))
-            store?.remove()
-            discardPartialOutput()
-            checkpoint = nil
         }
+    }
+
+    /// The names this run reads and writes, for the checks made before anything is touched.
+    private func runPaths() -> RunPaths {
+        var output: String?, input: String?, stdout: FileFacts?
+        if case .file(let path) = spec.sink { output = path }
+        if case .stdout = spec.sink { stdout = POSIX.fstatFacts(STDOUT_FILENO) }
+        if case .read(let path) = spec.source { input = path }
+        return RunPaths(output: output, checkpoint: checkpointPath, input: input, stdout: stdout)
+    }
+
+    private var isFileSink: Bool {
+        if case .file = spec.sink { return true }
+        return false
     }
 
     /// One lock beside the output file (whatever the checkpoint is called) and one beside
@@ -151,26 +136,43 @@ public final class Pipeline: Sendable {
         return locks
     }
 
-    /// Refuses a checkpoint that belongs to another pipeline.
-    private func check(_ checkpoint: Checkpoint, storedAt path: String) throws {
+    /// Why a checkpoint belongs to another pipeline (or cannot be one), or nil.
+    private func mismatch(_ checkpoint: Checkpoint, storedAt path: String) -> SluiceError? {
         guard checkpoint.spec == spec.description else {
-            throw SluiceError.checkpointRefused(path: path, reason: "it was written for a different pipeline ('\(checkpoint.spec)')")
+            return .checkpointRefused(path: path, reason: "it was written for a different pipeline ('\(checkpoint.spec)')")
         }
         let expected = spec.stages.dropFirst().map(\.name)
         guard checkpoint.stages.map(\.stageName) == expected, checkpoint.source.kind == spec.source.name else {
-            throw SluiceError.checkpointRefused(path: path, reason: "its stages do not match the spec")
+            return .checkpointRefused(path: path, reason: "its stages do not match the spec")
         }
         if let problem = checkpoint.inconsistency {
-            throw SluiceError.checkpointRefused(path: path, reason: "its stage positions do not fit together (\(problem))")
+            return .checkpointRefused(path: path, reason: "its stage positions do not fit together (\(problem))")
         }
+        return nil
     }
 
     private func discardPartialOutput() {
         if case .file(let path) = spec.sink { FileSink.discard(path: path) }
     }
 
-    /// One pass from the checkpoint (or zero) to the end. Returns the source bytes moved.
-    private func runOnce(resumingFrom checkpoint: Checkpoint?, store: CheckpointStore?) throws -> UInt64 {
+    /// One pass from the checkpoint (or zero) to the end, and how it ended.
+    private func runOnce(resumingFrom checkpoint: Checkpoint?, store: CheckpointStore?) -> AttemptOutcome {
+        var reached = checkpoint?.source.offset ?? 0
+        do {
+            return .finished(sourceBytes: try attempt(resumingFrom: checkpoint, store: store, reached: &reached))
+        } catch let changed as SourceChanged {
+            return .sourceChanged(location: changed.location, reason: changed.reason)
+        } catch FileSinkError.partialTooShort(let path, let expected) {
+            return .partialTooShort(path: path, expected: expected)
+        } catch let error as SluiceError {
+            return .failed(error, sourceOffset: reached)
+        } catch {
+            return .failed(.io(path: checkpointPath ?? "(run)", operation: "run", errno: EIO), sourceOffset: reached)
+        }
+    }
+
+    /// Runs the stages; `reached` follows the source offset, so a failure says where it stood.
+    private func attempt(resumingFrom checkpoint: Checkpoint?, store: CheckpointStore?, reached: inout UInt64) throws -> UInt64 {
         // Interval 0 writes no checkpoints; an existing one is still honoured and locked.
         let writer = options.checkpointInterval == 0 ? nil
             : store.map { CheckpointWriter(store: $0, spec: spec.description, control: control) }
@@ -208,6 +210,7 @@ public final class Pipeline: Sendable {
                 try? writer.flush()
             }
             built.close()
+            reached = head.offset
             throw error
         }
         built.close()

@@ -28,8 +28,7 @@ public final class FileSink: ByteSink {
     public init(path: String, restoring state: FileSinkState? = nil) throws {
         self.path = path
         self.partialPath = Self.partialPath(for: path)
-        fd = open(partialPath, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw SluiceError.io(path: partialPath, operation: "create", errno: errno) }
+        fd = try Self.openPartial(partialPath)
         let keep = state?.bytesWritten ?? 0
         if let state, (POSIX.fileSize(fd) ?? 0) < state.bytesWritten {
             close(fd)
@@ -47,6 +46,24 @@ public final class FileSink: ByteSink {
 
     deinit {
         if fd >= 0 { close(fd) }
+    }
+
+    /// A new partial file (O_EXCL), or the one a checkpoint continues — never through a
+    /// link, never a FIFO or device, never a file with other names (cutting it back would
+    /// change those too).
+    private static func openPartial(_ path: String) throws -> Int32 {
+        for _ in 0..<1000 {
+            do {
+                return try POSIX.createNew(path, mode: 0o644)
+            } catch SluiceError.io(_, _, let code) where code == EEXIST {}
+            guard let fd = try POSIX.openRegular(path, access: O_WRONLY, operation: "open") else { continue }
+            guard let facts = POSIX.fstatFacts(fd), facts.links == 1 else {
+                close(fd)
+                throw SluiceError.unsafePath(path: path, reason: "it has other hard links, so cutting it back would change another file too")
+            }
+            return fd
+        }
+        throw SluiceError.io(path: path, operation: "create", errno: EAGAIN)
     }
 
     public func write(_ bytes: UnsafeRawBufferPointer) throws {
@@ -83,8 +100,10 @@ public final class FileSink: ByteSink {
     }
 
     /// Removes the partial output (after a failed verification, or to start over).
+    /// Only a regular file is removed: a link or FIFO someone put at the name stays.
     public static func discard(path: String) {
-        unlink(partialPath(for: path))
+        let partial = partialPath(for: path)
+        if POSIX.lstatFacts(partial)?.kind == .regular { unlink(partial) }
     }
 }
 
