@@ -69,6 +69,7 @@ public final class Pipeline: Sendable {
         // Lock files go with the locks, whatever the outcome (see RunLock).
         defer { for lock in locks { lock.release() } }
         for lock in locks { try lock.acquire() }
+        DebugGate.pass("LOCKED")
 
         var checkpoint: Checkpoint?
         let stored = try store?.read() ?? .none
