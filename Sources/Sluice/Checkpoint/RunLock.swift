@@ -7,11 +7,14 @@ import Glibc
 ///
 /// The lock is the `flock`, not the file: it dies with the process, so a lock file left by
 /// a crash never blocks anyone. The file is removed by its holder on release, so nothing is
-/// left on disk; that is safe because a run keeps a lock only after checking, while holding
+/// left on disk (a run refused with exit 2 removes only a lock file it created, so it
+/// changes nothing); that is safe because a run keeps a lock only after checking, while holding
 /// it, that the name still leads to the file it locked (a run that locked a file its holder
 /// had just removed sees that and starts again). A run never removes a lock it does not hold.
 public final class RunLock {
     public let path: String
+    /// Whether this run created the lock file (a refused run removes only those).
+    public private(set) var createdFile = false
     private var fd: Int32 = -1
 
     public init(path: String) {
@@ -26,7 +29,7 @@ public final class RunLock {
         // a bound keeps a pathological loop from spinning forever.
         for _ in 0..<1000 {
             DebugGate.pass("LOCK_OPEN")
-            let fd = try openOrCreate()
+            let (fd, created) = try openOrCreate()
             DebugGate.pass("LOCK_FLOCK")
             guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
                 let code = errno
@@ -36,6 +39,7 @@ public final class RunLock {
             }
             if namesHeldFile(fd) {
                 self.fd = fd
+                createdFile = created
                 return
             }
             close(fd)
@@ -43,23 +47,23 @@ public final class RunLock {
         throw SluiceError.io(path: path, operation: "lock", errno: EAGAIN)
     }
 
-    /// Releases the lock and removes the lock file — while still holding it, and only when
-    /// the name still leads to the file this run locked.
-    public func release() {
+    /// Releases the lock; `removeFile` removes the lock file first — while still holding
+    /// it, and only when the name still leads to the file this run locked.
+    public func release(removeFile: Bool = true) {
         guard fd >= 0 else { return }
-        if namesHeldFile(fd) { unlink(path) }
+        if removeFile && namesHeldFile(fd) { unlink(path) }
         close(fd)
         fd = -1
     }
 
     /// A new lock file, or the existing one; never through a link, never blocking on a FIFO.
     /// Read-only is enough for `flock`, so a leftover lock file we cannot write still works.
-    private func openOrCreate() throws -> Int32 {
+    private func openOrCreate() throws -> (fd: Int32, created: Bool) {
         for _ in 0..<1000 {
             do {
-                return try POSIX.createNew(path, access: O_RDONLY, mode: 0o600, operation: "create lock file")
+                return (try POSIX.createNew(path, access: O_RDONLY, mode: 0o600, operation: "create lock file"), true)
             } catch SluiceError.io(_, _, let code) where code == EEXIST {}
-            if let fd = try POSIX.openRegular(path, access: O_RDONLY, operation: "open lock file") { return fd }
+            if let fd = try POSIX.openRegular(path, access: O_RDONLY, operation: "open lock file") { return (fd, false) }
             // Removed between the two opens: create it again.
         }
         throw SluiceError.io(path: path, operation: "create lock file", errno: EAGAIN)

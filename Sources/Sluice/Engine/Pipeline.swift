@@ -57,20 +57,32 @@ public final class Pipeline: Sendable {
         }
     }
 
-    /// Checks every name, takes the locks, decides how to begin (`RunStart`), then runs
-    /// attempts until `AfterAttempt` says stop; the decisions are pure, this only acts.
+    /// Checks every name before touching any (`RunPaths`), then runs holding the locks.
     private func runLocked(started: Date) throws -> RunReport {
         if case .stdin = spec.source, options.checkpointPath != nil {
             throw SluiceError.usage("stdin cannot be resumed, so it takes no --checkpoint; read from a file or URL to make the run resumable")
         }
         if let problem = runPaths().problem() { throw problem }
-        let store = checkpointPath.map(CheckpointStore.init(path:))
         let locks = runLocks()
-        // Lock files go with the locks, whatever the outcome (see RunLock).
-        defer { for lock in locks { lock.release() } }
-        for lock in locks { try lock.acquire() }
-        DebugGate.pass("LOCKED")
+        do {
+            for lock in locks { try lock.acquire() }
+            DebugGate.pass("LOCKED")
+            let report = try runHoldingLocks(started: started)
+            for lock in locks { lock.release() }
+            return report
+        } catch {
+            // Lock files go with the locks, except that a refused run (exit 2) changes
+            // nothing: it leaves a lock file it did not create (see RunLock).
+            let refused = (error as? SluiceError)?.exitCode == 2
+            for lock in locks { lock.release(removeFile: !refused || lock.createdFile) }
+            throw error
+        }
+    }
 
+    /// Decides how to begin (`RunStart`), then runs attempts until `AfterAttempt` says
+    /// stop; the decisions are pure functions, this only gathers facts and acts.
+    private func runHoldingLocks(started: Date) throws -> RunReport {
+        let store = checkpointPath.map(CheckpointStore.init(path:))
         var checkpoint: Checkpoint?
         let stored = try store?.read() ?? .none
         switch RunStart.decide(restart: options.restart, stored: stored, mismatch: { self.mismatch($0, storedAt: store?.path ?? "") }) {
