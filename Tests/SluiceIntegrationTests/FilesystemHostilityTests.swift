@@ -334,6 +334,20 @@ final class FilesystemHostilityTests: XCTestCase {
         XCTAssertEqual(try DirectorySnapshot(dir).names, [])
     }
 
+    /// A read-only directory for the output, or for the checkpoint alone: exit 6, nothing
+    /// left anywhere (the output's lock, taken first, goes too), and no "rerun to resume".
+    func testReadOnlyDirectoryLeavesNothingAndSaysWhatToFix() throws {
+        let (dir, _) = try workspace()
+        try mountReadOnlyDirectory(at: dir + "/ro", test: self)
+        for arguments in [["read in.bin | file ro/out"], ["--checkpoint", "ro/c", "read in.bin | file out"]] {
+            let outcome = try runSluiceBounded(arguments, in: dir)
+            XCTAssertEqual(outcome.status, 6, "\(arguments): \(outcome.stderr)")
+            XCTAssertTrue(outcome.stderr.contains("Read-only file system"), outcome.stderr)
+            XCTAssertFalse(outcome.stderr.contains("resume"), outcome.stderr)
+            XCTAssertEqual(try DirectorySnapshot(dir).names, ["in.bin", "ro"], "\(arguments) left files behind")
+        }
+    }
+
     /// A transfer that fails after bytes arrived keeps what a rerun resumes from — and
     /// no lock file.
     func testFailureAfterTheFirstByteKeepsTheCheckpointButNoLockFile() throws {

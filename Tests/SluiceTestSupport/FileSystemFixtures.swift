@@ -97,3 +97,12 @@ struct FileSystemFixtureError: Error, CustomStringConvertible {
     var description: String
     init(_ description: String) { self.description = description }
 }
+
+/// Mounts a small read-only tmpfs at `path` (root only, as the suite runs), unmounted when
+/// the test ends: a directory even root cannot write to.
+func mountReadOnlyDirectory(at path: String, test: XCTestCase) throws {
+    try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    let result = try shell("mount -t tmpfs -o ro,size=1m tmpfs '\(path)' 2>&1", capture: true)
+    guard result.status == 0 else { throw FileSystemFixtureError("mount a read-only tmpfs at \(path) (needs root): \(result.output)") }
+    test.addTeardownBlock { _ = try? shell("umount '\(path)' 2>/dev/null || umount -l '\(path)'") }
+}
