@@ -161,6 +161,20 @@ final class FilesystemHostilityTests: XCTestCase {
 
     // MARK: 5 — a checkpoint that is one of the run's own files, under any name
 
+    /// The default checkpoint under another spelling shares the output's lock: one lock,
+    /// not a run refused by itself.
+    func testDefaultCheckpointUnderAnotherSpellingIsOneLock() throws {
+        let (dir, data) = try workspace()
+        try FileManager.default.createDirectory(atPath: dir + "/sub", withIntermediateDirectories: false)
+        for checkpoint in ["./out.sluice", "sub/../out.sluice", dir + "/out.sluice"] {
+            let outcome = try runSluiceBounded(["--checkpoint", checkpoint, "read in.bin | file out"], in: dir)
+            XCTAssertEqual(outcome.status, 0, "\(checkpoint): \(outcome.stderr)")
+            XCTAssertEqual(contents(dir + "/out"), data)
+            XCTAssertEqual(try DirectorySnapshot(dir).names, ["in.bin", "out", "sub"])
+            unlink(dir + "/out")
+        }
+    }
+
     func testCheckpointThatAliasesAnotherOfTheRunsFilesIsRefused() throws {
         let (dir, _) = try workspace()
         try FileManager.default.createDirectory(atPath: dir + "/sub", withIntermediateDirectories: false)

@@ -143,7 +143,11 @@ public final class Pipeline: Sendable {
         if case .file(let path) = spec.sink {
             locks.append(RunLock(path: path + ".sluice.lock"))
         }
-        if let checkpointPath, !locks.contains(where: { $0.path == checkpointPath + ".lock" }) {
+        // One lock file under two spellings (`--checkpoint ./out.sluice`) is one lock: taking
+        // it twice would refuse the run as its own rival.
+        if let checkpointPath, !locks.contains(where: {
+            RunPaths.canonicalName($0.path) == RunPaths.canonicalName(checkpointPath + ".lock")
+        }) {
             locks.append(RunLock(path: checkpointPath + ".lock"))
         }
         return locks

@@ -68,10 +68,6 @@ enum POSIX {
         return fstat(fd, &st) == 0 && (st.st_mode & S_IFMT) == S_IFREG
     }
 
-    static func exists(_ path: String) -> Bool {
-        access(path, F_OK) == 0
-    }
-
     /// What is at `path` itself (a symbolic link is reported as one, not followed);
     /// nil when nothing is there.
     static func lstatFacts(_ path: String) -> FileFacts? {
