@@ -140,6 +140,18 @@ final class LocalFileSafetyTests: XCTestCase {
         XCTAssertNotNil(inode(dir + "/a.sluice-part"), "discard removed a link it did not create")
     }
 
+    /// A FIFO put at PATH during the run is not replaced by the final rename (item 8).
+    func testFinishDoesNotReplaceWhatAppearedAtThePathDuringTheRun() throws {
+        let dir = try makeTemporaryDirectory(self)
+        let sink = try FileSink(path: dir + "/out")
+        try Array("data".utf8).withUnsafeBytes { try sink.write($0) }
+        try HostileFile.fifo(at: dir + "/out")
+        assertUnsafePath({ try sink.finish() }, mentioning: "FIFO")
+        var st = stat()
+        XCTAssertEqual(lstat(dir + "/out", &st), 0)
+        XCTAssertEqual(st.st_mode & S_IFMT, S_IFIFO)
+    }
+
     // MARK: StdoutSink (item 10)
 
     func testStdoutIsCutBackOnlyWhenItIsTheRecordedFile() throws {

@@ -93,6 +93,11 @@ public final class FileSink: ByteSink {
         try POSIX.fsync(fd, path: partialPath)
         close(fd)
         fd = -1
+        // The run checked PATH before it began; something that is not a file put there
+        // since (a FIFO, a device, a directory) is still not replaced.
+        if let there = POSIX.lstatFacts(path), there.kind != .regular && there.kind != .symlink {
+            throw SluiceError.unsafePath(path: path, reason: there.kind.refusal)
+        }
         guard rename(partialPath, path) == 0 else {
             throw SluiceError.io(path: path, operation: "rename \(partialPath) to", errno: errno)
         }
