@@ -37,6 +37,22 @@ final class RunDecisionTests: XCTestCase {
         }
     }
 
+    func testWhichLockFilesARunRemoves() {
+        let rows: [(failure: SluiceError?, created: Bool, removes: Bool, line: UInt)] = [
+            (nil, true, true, #line),
+            (nil, false, true, #line),                 // a crash's leftover goes with a good run
+            (.transfer(url: "u", reason: "404"), false, true, #line),
+            (.cancelled, false, true, #line),
+            (.locked(checkpoint: "l"), true, true, #line),
+            (.checkpointRefused(path: "c", reason: "r"), false, false, #line),  // a refusal changes nothing
+            (.unsafePath(path: "p", reason: "r"), false, false, #line),
+            (.unsafePath(path: "p", reason: "r"), true, true, #line),
+        ]
+        for row in rows {
+            XCTAssertEqual(LockFileCleanup.removes(failure: row.failure, createdByThisRun: row.created), row.removes, line: row.line)
+        }
+    }
+
     func testWhatFollowsAnAttempt() {
         typealias Facts = AfterAttempt.Facts
         let fileFresh = Facts(sinkCanStartOver: true, startedOver: false, resumed: false, checkpointKept: true)

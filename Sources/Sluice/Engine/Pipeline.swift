@@ -68,13 +68,11 @@ public final class Pipeline: Sendable {
             for lock in locks { try lock.acquire() }
             DebugGate.pass("LOCKED")
             let report = try runHoldingLocks(started: started)
-            for lock in locks { lock.release() }
+            for lock in locks { lock.release(removeFile: LockFileCleanup.removes(failure: nil, createdByThisRun: lock.createdFile)) }
             return report
         } catch {
-            // Lock files go with the locks, except that a refused run (exit 2) changes
-            // nothing: it leaves a lock file it did not create (see RunLock).
-            let refused = (error as? SluiceError)?.exitCode == 2
-            for lock in locks { lock.release(removeFile: !refused || lock.createdFile) }
+            let failure = error as? SluiceError ?? .io(path: "(run)", operation: "run", errno: EIO)
+            for lock in locks { lock.release(removeFile: LockFileCleanup.removes(failure: failure, createdByThisRun: lock.createdFile)) }
             throw error
         }
     }

@@ -95,3 +95,12 @@ enum AfterAttempt: Equatable {
         }
     }
 }
+
+/// Whether a run removes a lock file as it lets go of the lock.
+enum LockFileCleanup {
+    /// Every run removes its lock files (nothing is left on disk), except that a run refused
+    /// with exit 2 changes nothing: it leaves a lock file it found there, e.g. after a crash.
+    static func removes(failure: SluiceError?, createdByThisRun: Bool) -> Bool {
+        failure?.exitCode != 2 || createdByThisRun
+    }
+}
