@@ -22,7 +22,8 @@ switch arguments.command {
 case .help:
     print(HelpText.usage)
 case .version:
-    print("sluice \(Sluice.version)")
+    print("sluice \(Sluice.version) (checkpoint format \(Checkpoint.currentVersion))")
+    for library in Sluice.libraries { print("  \(library.name) \(library.version)") }
 case .inspect(let path, let json):
     do {
         print(try CheckpointInspector(path: path).render(json: json))

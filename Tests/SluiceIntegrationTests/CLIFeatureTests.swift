@@ -25,7 +25,13 @@ final class CLIFeatureTests: XCTestCase {
             XCTAssertTrue(help.contains("\n  \(code) "), "help lacks exit status \(code)")
         }
         let version = try SluiceBinary.run(["--version"])
-        XCTAssertEqual(String(decoding: version.stdout, as: UTF8.self), "sluice \(Sluice.version)\n")
+        let lines = String(decoding: version.stdout, as: UTF8.self).split(separator: "\n").map(String.init)
+        XCTAssertEqual(lines.first, "sluice \(Sluice.version) (checkpoint format \(Checkpoint.currentVersion))")
+        for (library, pattern) in [("libcurl", #"^  libcurl \d+\.\d+\.\d+$"#), ("OpenSSL", #"^  OpenSSL \d+\.\d+\.\d+$"#),
+                                   ("zlib", #"^  zlib \d+\.\d+"#), ("ISA-L", #"^  ISA-L \d+\.\d+\.\d+"#)] {
+            XCTAssertTrue(lines.contains { $0.range(of: pattern, options: .regularExpression) != nil },
+                          "--version does not name \(library)'s version: \(lines)")
+        }
     }
 
     func testSpecFileErrorsNameFileLineAndColumn() throws {
