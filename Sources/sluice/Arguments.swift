@@ -28,6 +28,11 @@ struct Arguments {
             return v
         }
         while let arg = rest.popFirst() {
+            // Short flags combine (-qk); one that takes a value may come last (-qf FILE).
+            if let letters = Self.shortCluster(arg) {
+                rest.insert(contentsOf: letters, at: rest.startIndex)
+                continue
+            }
             // --name=value is accepted as well as --name value.
             var name = arg
             if arg.hasPrefix("--"), let eq = arg.firstIndex(of: "=") {
@@ -102,6 +107,18 @@ struct Arguments {
             args.command = .run(specText: positional[0], specFile: nil)
         }
         return args
+    }
+
+    private static let shortFlags: Set<Character> = ["h", "V", "k", "q"]
+    private static let shortWithValue: Set<Character> = ["f", "H"]
+
+    /// `-qk` → `-q -k`; nil for anything that is not a cluster of known short options.
+    static func shortCluster(_ arg: String) -> [String]? {
+        guard arg.count > 2, arg.hasPrefix("-"), !arg.hasPrefix("--") else { return nil }
+        let letters = Array(arg.dropFirst())
+        guard letters.dropLast().allSatisfy(shortFlags.contains),
+              let last = letters.last, shortFlags.contains(last) || shortWithValue.contains(last) else { return nil }
+        return letters.map { "-\($0)" }
     }
 
     /// `8MiB`, `512k`, `1G`, `4096`, `0` (see `ByteSize`).

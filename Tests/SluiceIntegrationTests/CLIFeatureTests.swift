@@ -158,6 +158,22 @@ final class CLIFeatureTests: XCTestCase {
         XCTAssertEqual(result.stderr, "", "nothing on a non-terminal stderr by default")
     }
 
+    func testShortFlagsCombine() throws {
+        let dir = try makeTemporaryDirectory(self)
+        let spec = "read \(Self.repository)/Fixtures/sample.tar.gz | gunzip | file \(dir)/out"
+        let combined = try SluiceBinary.run(["-qk", spec])
+        XCTAssertEqual(combined.status, 0, combined.stderr)
+        XCTAssertEqual(combined.stderr, "", "-q silences the --insecure warning of -k")
+        try spec.write(toFile: dir + "/spec", atomically: true, encoding: .utf8)
+        try FileManager.default.removeItem(atPath: dir + "/out")
+        XCTAssertEqual(try SluiceBinary.run(["-qf", dir + "/spec"]).status, 0, "a short option with a value may end a cluster")
+        let unknown = try SluiceBinary.run(["-qz", spec])
+        XCTAssertEqual(unknown.status, 2)
+        XCTAssertTrue(unknown.stderr.contains("unknown option '-qz'"), unknown.stderr)
+        let valueInside = try SluiceBinary.run(["-fq", dir + "/spec"])
+        XCTAssertEqual(valueInside.status, 2, "-f takes a value, so it cannot stand inside a cluster")
+    }
+
     /// The README's library example, compiled as the SluiceExample target, runs.
     func testReadmeExampleCompilesAndRuns() throws {
         let example = try String(contentsOfFile: Self.repository + "/Examples/SluiceExample/main.swift", encoding: .utf8)
