@@ -98,7 +98,7 @@ final class LocalFileSafetyTests: XCTestCase {
         try Data("{\"format\": \"sluice-checkpoint\", \"version\": 99}".utf8).write(to: URL(fileURLWithPath: store.path))
         guard case .damaged? = try? store.read() else { return XCTFail("another version of ours is damaged, not foreign") }
         let checkpoint = Checkpoint(spec: "read a | file b", source: SourceState(kind: "read", location: "a"),
-                                    stages: [.file(FileSinkState(path: "b", bytesWritten: 0))])
+                                    stages: [StageState(FileSinkState(path: "b", bytesWritten: 0))])
         try store.save(checkpoint)
         guard case .valid(let read)? = try? store.read() else { return XCTFail("a saved checkpoint does not read back") }
         XCTAssertEqual(read.spec, checkpoint.spec)
@@ -114,7 +114,7 @@ final class LocalFileSafetyTests: XCTestCase {
         let store = CheckpointStore(path: dir + "/c")
         try HostileFile.symlink(at: store.temporaryPath, to: victim)
         let checkpoint = Checkpoint(spec: "read a | file b", source: SourceState(kind: "read", location: "a"),
-                                    stages: [.file(FileSinkState(path: "b", bytesWritten: 0))])
+                                    stages: [StageState(FileSinkState(path: "b", bytesWritten: 0))])
         XCTAssertThrowsError(try store.save(checkpoint))
         XCTAssertEqual(FileManager.default.contents(atPath: victim), Data("mine".utf8))
         var st = stat()

@@ -7,12 +7,12 @@ import XCTest
 final class RunDecisionTests: XCTestCase {
     private static let checkpoint = Checkpoint(spec: "read a | file b", writtenAt: Date(timeIntervalSince1970: 0),
                                                source: SourceState(kind: "read", location: "a", offset: 10),
-                                               stages: [.file(FileSinkState(path: "b", bytesWritten: 10))])
+                                               stages: [StageState(FileSinkState(path: "b", bytesWritten: 10))])
     private static let stdoutState = StdoutSinkState(bytesWritten: 10, fileSize: 30, startFileSize: 20,
                                                      file: FileIdentity(device: 1, inode: 2))
     private static let stdoutCheckpoint = Checkpoint(spec: "read a | stdout", writtenAt: Date(timeIntervalSince1970: 0),
                                                      source: SourceState(kind: "read", location: "a", offset: 10),
-                                                     stages: [.stdout(stdoutState)])
+                                                     stages: [StageState(stdoutState)])
     private static let damaged = SluiceError.checkpointRefused(path: "c", reason: "it is damaged")
     private static let mismatch = SluiceError.checkpointRefused(path: "c", reason: "written for a different pipeline")
 

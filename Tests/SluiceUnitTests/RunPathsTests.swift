@@ -21,39 +21,52 @@ final class RunPathsTests: XCTestCase {
                        canonical: { $0.hasPrefix("./") ? String($0.dropFirst(2)) : $0 })
     }
 
-    func testWhatMayStandAtEachName() {
-        let regular = Self.facts(.regular, inode: 50)
-        let rows: [(name: String, facts: FileFacts, target: FileFacts?, refused: Bool, line: UInt)] = [
-            ("out", regular, nil, false, #line),
-            ("out", Self.facts(.fifo, inode: 1), nil, true, #line),
-            ("out", Self.facts(.characterDevice, inode: 1), nil, true, #line),
-            ("out", Self.facts(.socket, inode: 1), nil, true, #line),
-            ("out", Self.facts(.directory, inode: 1), nil, true, #line),
+    private static func target(_ path: String?) -> OutputTarget? { path.map { FileSink.output(path: $0) } }
+
+    func testWhatMayStandAtAFileOutput() {
+        let rows: [(facts: FileFacts, target: FileFacts?, refused: Bool, line: UInt)] = [
+            (Self.facts(.regular, inode: 50), nil, false, #line),
+            (Self.facts(.fifo, inode: 1), nil, true, #line),
+            (Self.facts(.characterDevice, inode: 1), nil, true, #line),
+            (Self.facts(.blockDevice, inode: 1), nil, true, #line),
+            (Self.facts(.socket, inode: 1), nil, true, #line),
+            (Self.facts(.directory, inode: 1), nil, true, #line),
             // A link at the output is replaced by the final rename, unless it leads to a non-file.
-            ("out", Self.facts(.symlink, inode: 1), regular, false, #line),
-            ("out", Self.facts(.symlink, inode: 1), nil, false, #line),
-            ("out", Self.facts(.symlink, inode: 1), Self.facts(.fifo, inode: 2), true, #line),
-            ("out", Self.facts(.symlink, inode: 1), Self.facts(.directory, inode: 2), true, #line),
-            // Names sluice writes: a regular file or nothing.
-            ("out.sluice-part", regular, nil, false, #line),
-            ("out.sluice-part", Self.facts(.symlink, inode: 1), regular, true, #line),
-            ("out.sluice-part", Self.facts(.symlink, inode: 1), nil, true, #line),
-            ("out.sluice.lock", Self.facts(.symlink, inode: 1), nil, true, #line),
-            ("out.sluice.lock", Self.facts(.fifo, inode: 1), nil, true, #line),
-            ("c", Self.facts(.fifo, inode: 1), nil, true, #line),
-            ("c", Self.facts(.symlink, inode: 1), regular, true, #line),
-            ("c.tmp", Self.facts(.symlink, inode: 1), nil, true, #line),
-            ("c.lock", Self.facts(.blockDevice, inode: 1), nil, true, #line),
-            // The input is the source's business.
-            ("in", Self.facts(.fifo, inode: 1), nil, false, #line),
+            (Self.facts(.symlink, inode: 1), Self.facts(.regular, inode: 50), false, #line),
+            (Self.facts(.symlink, inode: 1), nil, false, #line),
+            (Self.facts(.symlink, inode: 1), Self.facts(.fifo, inode: 2), true, #line),
+            (Self.facts(.symlink, inode: 1), Self.facts(.directory, inode: 2), true, #line),
         ]
         for row in rows {
-            let paths = RunPaths(output: "out", checkpoint: "c", input: "in", stdout: nil)
-            let probe = Self.probe([row.name: row.facts], targets: row.target.map { [row.name: $0] } ?? [:])
-            let problem = paths.problem(probe: probe)
-            XCTAssertEqual(problem != nil, row.refused, "\(row.name) as \(row.facts.kind): \(problem.map { "\($0)" } ?? "accepted")", line: row.line)
+            let probe = Self.probe(["out": row.facts], targets: row.target.map { ["out": $0] } ?? [:])
+            let problem = RunPaths.fileOutputProblem("out", probe: probe)
+            XCTAssertEqual(problem != nil, row.refused, "\(row.facts.kind): \(problem.map { "\($0)" } ?? "accepted")", line: row.line)
             if let problem { XCTAssertEqual(problem.exitCode, 2, line: row.line) }
         }
+    }
+
+    /// Names sluice writes (the partial file, the checkpoint, its temporary file, the locks):
+    /// a regular file or nothing, never a link even to a regular file.
+    func testWhatMayStandAtANameSluiceWrites() {
+        let regular = Self.facts(.regular, inode: 50)
+        let hostile: [FileFacts] = [Self.facts(.symlink, inode: 1), Self.facts(.fifo, inode: 1), Self.facts(.directory, inode: 1),
+                                    Self.facts(.characterDevice, inode: 1), Self.facts(.socket, inode: 1)]
+        for name in ["out.sluice.lock", "c", "c.tmp", "c.lock"] {
+            let paths = RunPaths(output: Self.target("out"), checkpoint: "c", input: "in", stdout: nil)
+            XCTAssertNil(paths.problem(probe: Self.probe([name: regular])), name)
+            XCTAssertNil(paths.problem(probe: Self.probe([:])), name)
+            for facts in hostile {
+                let problem = paths.problem(probe: Self.probe([name: facts], targets: [name: regular]))
+                XCTAssertEqual(problem?.exitCode, 2, "\(name) as \(facts.kind) was accepted")
+            }
+        }
+        for facts in hostile {
+            XCTAssertNotNil(RunPaths.writtenFileProblem("out.sluice-part", probe: Self.probe(["out.sluice-part": facts], targets: ["out.sluice-part": regular])))
+        }
+        XCTAssertNil(RunPaths.writtenFileProblem("out.sluice-part", probe: Self.probe(["out.sluice-part": regular])))
+        // The input is the source's business.
+        let paths = RunPaths(output: Self.target("out"), checkpoint: "c", input: "in", stdout: nil)
+        XCTAssertNil(paths.problem(probe: Self.probe(["in": Self.facts(.fifo, inode: 1)])))
     }
 
     func testNoTwoRolesMayBeOneFile() {
@@ -75,7 +88,7 @@ final class RunPathsTests: XCTestCase {
             ("out", "c", "in", ["out": Self.facts(.regular, inode: 7), "c": Self.facts(.regular, inode: 8)], false, #line),
         ]
         for row in rows {
-            let paths = RunPaths(output: row.output, checkpoint: row.checkpoint, input: row.input, stdout: nil)
+            let paths = RunPaths(output: Self.target(row.output), checkpoint: row.checkpoint, input: row.input, stdout: nil)
             let problem = paths.problem(probe: Self.probe(row.files))
             XCTAssertEqual(problem != nil, row.refused, "\(row): \(problem.map { "\($0)" } ?? "accepted")", line: row.line)
         }

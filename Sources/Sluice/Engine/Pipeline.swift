@@ -2,7 +2,7 @@ import Foundation
 
 /// Runs a pipeline spec: builds the stages (restored from a checkpoint when one exists),
 /// connects them with relays, pushes the source through, and leaves the disk in exactly
-/// the state DESIGN.md §1 promises for each outcome.
+/// the state the README's exit-status table promises for each outcome.
 ///
 ///     let pipeline = try Pipeline("read data.gz | gunzip | file data")
 ///     try pipeline.run()
@@ -12,10 +12,16 @@ public final class Pipeline: Sendable {
     /// Shared with every thread of the run; `cancel()` goes through it.
     public let control: RunControl
 
+    /// The run's progress events as an async sequence (besides `options.progress`), ending
+    /// when the run ends. Keeps the newest 1,024 events when nobody reads it.
+    public let events: AsyncStream<ProgressEvent>
+
     public init(spec: PipelineSpec, options: PipelineOptions = PipelineOptions()) {
         self.spec = spec
         self.options = options
-        self.control = RunControl(progress: ProgressReporter(handler: options.progress))
+        let (events, continuation) = AsyncStream.makeStream(of: ProgressEvent.self, bufferingPolicy: .bufferingNewest(1024))
+        self.events = events
+        self.control = RunControl(progress: ProgressReporter(handler: options.progress, stream: continuation))
     }
 
     /// Parses `text` (see `PipelineSpec`) and prepares a run.
@@ -32,11 +38,12 @@ public final class Pipeline: Sendable {
     /// The checkpoint this run uses, or nil when it cannot resume (stdin, stdout without
     /// an explicit checkpoint, or checkpoints disabled).
     public var checkpointPath: String? {
-        if case .stdin = spec.source { return nil }
-        if let explicit = options.checkpointPath { return explicit }
-        if case .file(let path) = spec.sink { return path + ".sluice" }
-        return nil
+        guard spec.source.kind?.resumable ?? false else { return nil }
+        return options.checkpointPath ?? output?.defaultCheckpointPath
     }
+
+    /// What the sink leaves on disk (nil for stdout).
+    public var output: OutputTarget? { spec.sink.kind?.output(spec.sink) }
 
     /// Whether an interruption leaves something to resume from.
     public var writesCheckpoints: Bool {
@@ -47,6 +54,7 @@ public final class Pipeline: Sendable {
     @discardableResult
     public func run() throws -> RunReport {
         let started = Date()
+        defer { control.progress.finish() }
         do {
             let report = try runLocked(started: started)
             control.progress.emit(.done(sourceBytes: report.sourceBytes, outputBytes: control.outputBytes, seconds: report.seconds))
@@ -57,11 +65,13 @@ public final class Pipeline: Sendable {
         }
     }
 
-    /// Checks every name before touching any (`RunPaths`), then runs holding the locks.
+    /// Checks every name before touching any (the sink's `OutputTarget.preflight`, then
+    /// `RunPaths`), then runs holding the locks.
     private func runLocked(started: Date) throws -> RunReport {
-        if case .stdin = spec.source, options.checkpointPath != nil {
-            throw SluiceError.usage("stdin cannot be resumed, so it takes no --checkpoint; read from a file or URL to make the run resumable")
+        if !(spec.source.kind?.resumable ?? false), options.checkpointPath != nil {
+            throw SluiceError.usage("\(spec.source.name) cannot be resumed, so it takes no --checkpoint; read from a file or URL to make the run resumable")
         }
+        try output?.preflight()
         if let problem = runPaths().problem() { throw problem }
         let locks = runLocks()
         do {
@@ -88,7 +98,8 @@ public final class Pipeline: Sendable {
         case .resume(let saved): checkpoint = saved
         case .refuse(let error): throw error
         case .discardThenFresh(let undoStdout):
-            if let undoStdout, case .stdout = spec.sink { try StdoutSink.undo(undoStdout) }
+            // Appending to a file on stdout: take back what the abandoned run added.
+            if let undoStdout, output == nil { try StdoutSink.undo(undoStdout) }
             store?.remove()
             discardPartialOutput()
         }
@@ -97,7 +108,7 @@ public final class Pipeline: Sendable {
         let resumedAt = checkpoint?.source.offset
         while true {
             let outcome = runOnce(resumingFrom: checkpoint, store: store)
-            let facts = AfterAttempt.Facts(sinkCanStartOver: isFileSink, startedOver: restartReason != nil,
+            let facts = AfterAttempt.Facts(sinkCanStartOver: output != nil, startedOver: restartReason != nil,
                                            resumed: checkpoint != nil, checkpointKept: store?.exists ?? false)
             switch AfterAttempt.decide(outcome, facts) {
             case .finished(let sourceBytes):
@@ -122,24 +133,17 @@ public final class Pipeline: Sendable {
 
     /// The names this run reads and writes, for the checks made before anything is touched.
     private func runPaths() -> RunPaths {
-        var output: String?, input: String?, stdout: FileFacts?
-        if case .file(let path) = spec.sink { output = path }
-        if case .stdout = spec.sink { stdout = POSIX.fstatFacts(STDOUT_FILENO) }
-        if case .read(let path) = spec.source { input = path }
+        let stdout = output == nil && spec.sink.name == "stdout" ? POSIX.fstatFacts(STDOUT_FILENO) : nil
+        let input = spec.source.name == "read" ? spec.source.arguments.first : nil
         return RunPaths(output: output, checkpoint: checkpointPath, input: input, stdout: stdout)
-    }
-
-    private var isFileSink: Bool {
-        if case .file = spec.sink { return true }
-        return false
     }
 
     /// One lock beside the output file (whatever the checkpoint is called) and one beside
     /// the checkpoint: two runs may share neither.
     private func runLocks() -> [RunLock] {
         var locks: [RunLock] = []
-        if case .file(let path) = spec.sink {
-            locks.append(RunLock(path: path + ".sluice.lock"))
+        if let output {
+            locks.append(RunLock(path: output.lockPath))
         }
         // One lock file under two spellings (`--checkpoint ./out.sluice`) is one lock: taking
         // it twice would refuse the run as its own rival.
@@ -167,7 +171,7 @@ public final class Pipeline: Sendable {
     }
 
     private func discardPartialOutput() {
-        if case .file(let path) = spec.sink { FileSink.discard(path: path) }
+        output?.discardPartial()
     }
 
     /// One pass from the checkpoint (or zero) to the end, and how it ended.

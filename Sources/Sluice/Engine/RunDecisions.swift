@@ -24,8 +24,7 @@ enum RunStart: Equatable {
             // Not ours: never used, and --restart does not remove it either.
             return .refuse(CheckpointStore.notACheckpoint(path))
         case (true, .valid(let checkpoint)):
-            if case .stdout(let state)? = checkpoint.stages.last { return .discardThenFresh(undoStdout: state) }
-            return .discardThenFresh(undoStdout: nil)
+            return .discardThenFresh(undoStdout: checkpoint.stages.last?.as(StdoutSinkState.self))
         case (true, .none), (true, .damaged):
             return .discardThenFresh(undoStdout: nil)
         case (false, .none):

@@ -3,8 +3,9 @@ import Glibc
 #endif
 
 /// Every name a run reads or writes, checked before anything is touched: what may stand
-/// at each name (never a link where sluice writes, never a FIFO, device or directory),
-/// and that no two of them are the same file under different names (`--checkpoint out`,
+/// at the checkpoint's names and the locks (a regular file or nothing: never a link, FIFO,
+/// device or directory — the sink's `OutputTarget.preflight` judges its own names), and
+/// that no two of them are the same file under different names (`--checkpoint out`,
 /// `./out.sluice-part`, a hard link, a linked directory, `stdout >> checkpoint`).
 /// Refusals are exit 2 and leave everything as it was.
 struct RunPaths {
@@ -24,8 +25,6 @@ struct RunPaths {
             }
         }
 
-        /// Names sluice creates or replaces, so nothing but a regular file may be there.
-        var isWritten: Bool { self != .output && self != .input && self != .stdout }
         var isLock: Bool { self == .outputLock || self == .checkpointLock }
     }
 
@@ -52,12 +51,12 @@ struct RunPaths {
     /// stdout, when the sink is `stdout` and it is a regular file.
     let stdout: FileFacts?
 
-    init(output: String?, checkpoint: String?, input: String?, stdout: FileFacts?) {
+    init(output: OutputTarget?, checkpoint: String?, input: String?, stdout: FileFacts?) {
         var names: [Name] = []
         if let output {
-            names.append(Name(role: .output, path: output))
-            names.append(Name(role: .partial, path: FileSink.partialPath(for: output)))
-            names.append(Name(role: .outputLock, path: output + ".sluice.lock"))
+            names.append(Name(role: .output, path: output.path))
+            names.append(Name(role: .partial, path: output.partialPath))
+            names.append(Name(role: .outputLock, path: output.lockPath))
         }
         if let checkpoint {
             names.append(Name(role: .checkpoint, path: checkpoint))
@@ -97,19 +96,27 @@ struct RunPaths {
 
     /// What may stand at one name before the run.
     static func kindProblem(_ name: Name, probe: Probe) -> SluiceError? {
-        guard let here = probe.lstat(name.path) else { return nil }
         switch name.role {
-        case .input, .stdout:
-            return nil  // the source judges its own input
-        case .output:
-            // A link at the output is replaced, not followed, by the final rename — unless
-            // it leads to something that is not a file, which is refused like the thing itself.
-            let target = here.kind == .symlink ? probe.stat(name.path) : here
-            guard let target, target.kind != .regular else { return nil }
-            return .unsafePath(path: name.path, reason: target.kind.refusal)
-        default:
-            return here.kind == .regular ? nil : .unsafePath(path: name.path, reason: here.kind.refusal)
+        case .input, .stdout, .output, .partial:
+            return nil  // the source and the sink judge their own names
+        case .outputLock, .checkpoint, .checkpointTemporary, .checkpointLock:
+            return writtenFileProblem(name.path, probe: probe)
         }
+    }
+
+    /// A name sluice creates or replaces: a regular file or nothing may stand there.
+    static func writtenFileProblem(_ path: String, probe: Probe = .live) -> SluiceError? {
+        guard let here = probe.lstat(path), here.kind != .regular else { return nil }
+        return .unsafePath(path: path, reason: here.kind.refusal)
+    }
+
+    /// A file output: a link there is replaced, not followed, by the final rename — unless
+    /// it leads to something that is not a file, which is refused like the thing itself.
+    static func fileOutputProblem(_ path: String, probe: Probe = .live) -> SluiceError? {
+        guard let here = probe.lstat(path) else { return nil }
+        let target = here.kind == .symlink ? probe.stat(path) : here
+        guard let target, target.kind != .regular else { return nil }
+        return .unsafePath(path: path, reason: target.kind.refusal)
     }
 
     /// Every pair of roles must be different files, except the output lock and the
