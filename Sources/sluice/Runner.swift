@@ -64,10 +64,15 @@ struct Runner {
                 if pipeline.output == nil {
                     text = text.replacingOccurrences(of: "nothing was written", with: "the bytes already written to stdout are not valid")
                 }
-                message = (spec.stages.first?.argument.map { "\($0): " } ?? "stdin: ") + text
+                message = (spec.stages.first?.argument.map { "\(DisplayText.redactedURL($0)): " } ?? "stdin: ") + text
             } else if !pipeline.writesCheckpoints {
                 // Nothing was saved: a rerun starts over rather than resuming.
                 message = "\(error)".replacingOccurrences(of: "rerun the same command to resume", with: "rerun the same command to start over")
+            } else if error != .cancelled, !(pipeline.checkpointPath.map(FileManager.default.fileExists(atPath:)) ?? false) {
+                // The run left nothing behind (it failed before its first byte): there is
+                // nothing to resume, only the cause to fix.
+                message = "\(error)".replacingOccurrences(of: "; [^;]*rerun the same command to resume$", with: "; nothing was left on disk: fix that and run the command again",
+                                                          options: .regularExpression)
             } else {
                 message = "\(error)"
             }
@@ -79,7 +84,7 @@ struct Runner {
     }
 
     private func say(_ line: String) {
-        FileHandle.standardError.write(Data("sluice: \(line)\n".utf8))
+        FileHandle.standardError.write(Data("sluice: \(DisplayText.escaped(line))\n".utf8))
     }
 }
 
