@@ -225,12 +225,11 @@ public final class Pipeline: Sendable {
             // A stop that came from the source side (interrupt, transfer given up) leaves
             // the stages healthy: a final barrier records exactly where they stand.
             let failure = error as? SluiceError
-            if let writer, failure == .cancelled || isTransferFailure(failure),
-               (try? head.injectBarrier()) != nil {
-                built.close()
-                try? writer.flush()
-            }
+            if failure == .cancelled || isTransferFailure(failure) { try? head.injectBarrier() }
             built.close()
+            // Cuts already sealed describe bytes the sink has: store them whatever ended the
+            // run (stdout's reader going away too), as a kill at this moment would have.
+            try? writer?.flush()
             reached = head.offset
             throw error
         }
