@@ -7,7 +7,8 @@ import Glibc
 /// A real nginx (Debian's `/usr/sbin/nginx`) serving a temporary directory on loopback,
 /// for integration tests against a production HTTP server rather than a test double.
 ///
-/// Everything nginx touches lives in one temporary directory: the generated config, the pid
+/// Everything nginx touches lives in one temporary directory: the config (rendered from
+/// Scripts/nginx/nginx.conf.template, which the benchmark's launcher uses too), the pid
 /// file, the error log, one access log per server (with the `Range` and `If-Range` request
 /// headers in every line), all `*_temp_path`s, the document root and, with TLS, a CA and a
 /// server certificate made by the `openssl` CLI at test time. nginx runs in the foreground as
