@@ -17,7 +17,7 @@ set -euo pipefail
 export LC_ALL=C
 
 LIB_DIR=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
-CACHE_DIR=${SLUICE_BENCH_CACHE:-"$LIB_DIR/../.corpus"}
+CACHE_DIR="$LIB_DIR/../.corpus"
 
 declare -A VERSION=() SUFFIX=() CONTENT=() FORMAT=()
 corpus() { # NAME VERSION SUFFIX CONTENT FORMAT

@@ -2,6 +2,7 @@
 """The benchmark report: header, table, targets verdict and every repetition's time.
 
 Usage: report.py RUN_META RAW_TSV COMMANDS_TSV TARGETS_TSV > results.txt
+       report.py --check COMMANDS_TSV TARGETS_TSV   (the data files parse; run before measuring)
 
 RUN_META     key=value lines from Benchmarks/run (date, command, load, versions, …; one
              corpus=PATH line per corpus .meta file of Benchmarks/lib/corpus.sh)
@@ -37,6 +38,27 @@ def tsv_rows(path, columns):
     return rows
 
 
+def load_commands(path):
+    return {c[0]: dict(corpus=c[1], output=c[2], writes=c[3], what=c[4], command=c[5]) for c in tsv_rows(path, 6)}
+
+
+def load_targets(path, commands):
+    """(kind, check, [NUM, DEN] or [], op, value, meaning) per line; exits on a bad line."""
+    targets = []
+    for kind, check, op, value, meaning in tsv_rows(path, 5):
+        named = [] if check == "rss" else check.split("/")
+        try:
+            value = float(value)
+        except ValueError:
+            value = None
+        if value is None or op not in (">=", "<=") or kind not in ("target", "context") \
+                or len(named) not in (0, 2) or any(n not in commands for n in named):
+            sys.exit("report.py: %s: bad line (kind target|context; check NUM/DEN of rows in commands.tsv, "
+                     "or rss; op >= or <=; a number): %s" % (path, "\t".join((kind, check, op, str(value), meaning))))
+        targets.append((kind, check, named, op, value, meaning))
+    return targets
+
+
 def machine():
     def first(path, prefix):
         try:
@@ -59,8 +81,7 @@ def main(meta_path, raw_path, commands_path, targets_path):
     for path in meta.get("corpus", []):
         corpus = {k: v[0] for k, v in key_values(path).items()}
         corpora[corpus["name"]] = corpus
-    commands = {c[0]: dict(corpus=c[1], output=c[2], writes=c[3], what=c[4], command=c[5])
-                for c in tsv_rows(commands_path, 6)}
+    commands = load_commands(commands_path)
     runs = {}   # id -> [(round, seconds, rss MiB)], in the order the rows ran
     for name, rnd, us, rss in tsv_rows(raw_path, 4):
         runs.setdefault(name, []).append((int(rnd), int(us) / 1e6, int(rss) / 1024))
@@ -131,15 +152,14 @@ def main(meta_path, raw_path, commands_path, targets_path):
     p("%-52s %9s %10s  %s" % ("target", "value", "target", "result"))
     p("-" * 83)
     misses = skipped = 0
-    for kind, check, op, target, meaning in tsv_rows(targets_path, 5):
-        target = float(target)
+    for kind, check, named, op, target, meaning in load_targets(targets_path, commands):
         if check == "rss":
             peaks = [(s["rss_max"], n) for n, s in stats.items() if s["sluice"]]
             value, worst = max(peaks) if peaks else (None, "")
             label = "%s (max of all runs: %s)" % (meaning, worst) if peaks else meaning
             shown_target, shown_value = "%s %g" % (op, target), "%9.1f"
         else:
-            num, den = check.split("/")
+            num, den = named
             value = stats[num]["median"] / stats[den]["median"] if num in stats and den in stats else None
             ratio = "(%s)/(%s)" % (num, den)
             label = ("context: %-13s %s" if kind == "context" else "%-12s %s") % (ratio, meaning)
@@ -161,6 +181,9 @@ def main(meta_path, raw_path, commands_path, targets_path):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 5:
+    if len(sys.argv) == 4 and sys.argv[1] == "--check":   # before a run: the data files parse
+        load_targets(sys.argv[3], load_commands(sys.argv[2]))
+    elif len(sys.argv) == 5:
+        main(*sys.argv[1:])
+    else:
         sys.exit(__doc__)
-    main(*sys.argv[1:])
