@@ -241,36 +241,6 @@ final class RelayTests: XCTestCase {
         }
     }
 
-    /// The whole pipeline, with the thread starts refused one after another: each run
-    /// ends with exit status 6 and returns, instead of waiting for a thread that never ran.
-    func testAPipelineWhoseThreadsCannotStartFailsWithExit6() throws {
-        let dir = NSTemporaryDirectory() + "sluice-relay-" + UUID().uuidString
-        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: dir) }
-        let input = dir + "/in"
-        XCTAssertTrue(FileManager.default.createFile(atPath: input, contents: Data(repeating: 7, count: 100_000)))
-        // Three threads: the checkpoint writer, the sink's relay, gunzip's relay; refuse each in turn.
-        defer { EngineThread.refuseStarts(after: nil) }
-        for started in 0..<3 {
-            let pipeline = try Pipeline("read \(input) | gunzip | file \(dir)/out")
-            let done = expectation(description: "run \(started) returns")
-            let outcome = LockedValue<Error?>(nil)
-            Thread.detachNewThread {
-                EngineThread.refuseStarts(after: started)
-                do { try pipeline.run() } catch { outcome.value = error }
-                done.fulfill()
-            }
-            wait(for: [done], timeout: Self.guardTimeout)
-            EngineThread.refuseStarts(after: nil)
-            guard let error = outcome.value as? SluiceError, case .io(let path, "start", EAGAIN) = error else {
-                XCTFail("run with \(started) threads allowed: \(String(describing: outcome.value))")
-                continue
-            }
-            XCTAssertTrue(path.hasPrefix("thread sluice."), path)
-            XCTAssertEqual(error.exitCode, 6)
-        }
-    }
-
     // MARK: helpers
 
     private static func control() -> RunControl {
