@@ -44,6 +44,14 @@ final class KillResumeTests: XCTestCase {
         if let engine { arguments += ["--engine", engine] }
         arguments.append("read \(fixture.gz) | verify sha256:\(fixture.gzDigest) | gunzip | file out")
 
+        // Runs that are to be killed wait at a debug build's SOURCE_END gate (a FIFO nobody
+        // opens) once the source is exhausted, so no kill can land after a run completed,
+        // however fast the machine. The gate lives outside `dir`, which must end up holding
+        // only the output.
+        let gateDir = try makeTemporaryDirectory(self)
+        XCTAssertEqual(mkfifo(gateDir + "/source-end", 0o600), 0)
+        let holdAtTheEnd = ["SLUICE_TEST_GATE_SOURCE_END": gateDir + "/source-end"]
+
         let seed = ProcessInfo.processInfo.environment["SLUICE_KILL_SEED"].flatMap { UInt64($0) }
             ?? UInt64.random(in: 0...UInt64.max)
         var random = SplitMix64(seed: seed)
@@ -59,7 +67,7 @@ final class KillResumeTests: XCTestCase {
         while tally.kills < wantedKills {
             let stored = CheckpointFacts(path: dir + "/out.sluice")
             let resumeFrom = stored?.sourceOffset
-            let run = try SluiceChild(arguments, in: dir)
+            let run = try SluiceChild(arguments, in: dir, environment: holdAtTheEnd)
             if tally.kills > 0 { tally.reruns += 1 }
 
             // Pick the moment. Kill k lands in the k-th of `wantedKills` equal slices of the

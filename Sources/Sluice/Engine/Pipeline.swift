@@ -220,6 +220,7 @@ public final class Pipeline: Sendable {
             // resumes at the start instead of guessing (stdout appending to a file needs it).
             try head.injectBarrier()
             try built.source.run(into: head)
+            DebugGate.pass("SOURCE_END")  // lets a kill loop hold a run before it can complete
             try head.finish()
         } catch {
             // A stop that came from the source side (interrupt, transfer given up) leaves
