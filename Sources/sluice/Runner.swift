@@ -23,8 +23,11 @@ struct Runner {
         do {
             try watcher.start { pipeline.cancel() }
         } catch {
-            // Without the watcher SIGINT and SIGTERM would stay blocked: nothing could stop the run.
-            say("\(error)")
+            // Without the watcher SIGINT and SIGTERM would stay blocked: nothing could stop
+            // the run, so it does not begin.
+            var reason = "\(error)"
+            if case .io(_, _, let code) = error { reason = String(cString: strerror(code)) }
+            say("cannot start thread sluice.signals: \(reason) (too many processes or threads for this user? see ulimit -u); nothing was started")
             return error.exitCode
         }
         let ending = outcome(of: pipeline, renderer: renderer)
