@@ -49,6 +49,12 @@ struct Arguments {
                 let v = try value(for: name)
                 guard let s = Double(v), s > 0, s.isFinite else { throw .usage("--stall-timeout takes a number of seconds > 0, not '\(v)'") }
                 args.options.http.stallTimeout = s
+            case "--connections":
+                let v = try value(for: name)
+                guard let n = Int(v), (1...32).contains(n) else {
+                    throw .usage("--connections takes a whole number from 1 to 32, not '\(v)'")
+                }
+                args.options.http.connections = n
             case "-H", "--header":
                 let v = try value(for: name)
                 guard let colon = v.firstIndex(of: ":"), colon != v.startIndex,

@@ -9,7 +9,7 @@ enum HelpText {
       sluice --help | --version
 
     STAGES (one source first, any transforms, one sink last)
-      fetch URL            source: http://, https://, file:// (libcurl); resumed with Range/If-Range
+      fetch URL [connections=N]  source: http://, https://, file:// (libcurl); resumed with Range/If-Range
       read PATH            source: a local file, resumed by offset
       stdin                source: standard input (not resumable)
       verify sha256:HEX    transform: passes bytes through; at the end the digest must equal HEX
@@ -25,6 +25,8 @@ enum HelpText {
       --restart                    discard an existing checkpoint and partial output, start from zero
       --retries N                  transient transfer failures retried per run (default 5)
       --stall-timeout SECONDS      no data for this long aborts and retries the attempt (default 30)
+      --connections N              ranged connections per fetch, 1-32 (default: 4 when the server
+                                   answers ranges and >= 64 MiB remain, else 1; fetch URL connections=N)
       -H, --header 'Name: value'   extra request header (repeatable; never stored in a checkpoint)
       --cacert FILE                trust the CA certificates in FILE
       -k, --insecure               do not verify TLS certificates (warns)

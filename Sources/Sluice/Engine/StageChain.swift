@@ -16,8 +16,10 @@ final class StageChain {
         switch spec.source {
         case .read(let path): source = try FileSource(path: path, resumeFrom: saved, control: control)
         case .stdin: source = StdinSource()
-        case .fetch(let url):
-            let http = try HTTPSource(url: url, options: options.http, resumeFrom: saved, control: control)
+        case .fetch(let url, let connections):
+            var wire = options.http
+            wire.connections = connections ?? wire.connections
+            let http = try HTTPSource(url: url, options: wire, resumeFrom: saved, control: control)
             notes += http.warnings
             source = http
         default: throw SluiceError.usage("the first stage must be a source")

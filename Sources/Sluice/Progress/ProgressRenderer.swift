@@ -29,6 +29,8 @@ public final class ProgressRenderer: Sendable {
         var total: UInt64?
         var attemptStart = Date()
         var attemptOffset: UInt64 = 0
+        /// The fetch's connection count, once it has reported one.
+        var connections: Int?
     }
 
     /// `quiet`: only errors (printed by the caller) reach stderr.
@@ -96,6 +98,8 @@ public final class ProgressRenderer: Sendable {
                 s.attemptStart = Date()
                 s.attemptOffset = resumedAt ?? 0
                 s.lastOffset = resumedAt ?? 0
+            case .connections(let count):
+                s.connections = count
             case .progress(let offset, let total, _):
                 s.lastOffset = offset
                 s.total = total ?? s.total
@@ -103,7 +107,8 @@ public final class ProgressRenderer: Sendable {
                 guard now.timeIntervalSince(s.lastDraw) >= 0.1 else { return }
                 s.lastDraw = now
                 let line = Self.barLine(offset: offset, total: s.total, resumed: s.resumed,
-                                        rate: Double(offset - min(offset, s.attemptOffset)) / max(now.timeIntervalSince(s.attemptStart), 0.001))
+                                        rate: Double(offset - min(offset, s.attemptOffset)) / max(now.timeIntervalSince(s.attemptStart), 0.001),
+                                        connections: s.connections)
                 write("\r\u{1b}[2K" + line)
                 s.drawn = true
             case .done, .error:
@@ -115,7 +120,7 @@ public final class ProgressRenderer: Sendable {
         }
     }
 
-    static func barLine(offset: UInt64, total: UInt64?, resumed: Bool, rate: Double) -> String {
+    static func barLine(offset: UInt64, total: UInt64?, resumed: Bool, rate: Double, connections: Int? = nil) -> String {
         var parts: [String] = []
         if let total, total > 0 {
             let fraction = min(1, Double(offset) / Double(total))
@@ -133,6 +138,7 @@ public final class ProgressRenderer: Sendable {
             parts.append(formatBytes(offset))
             if rate > 0 { parts.append("\(formatBytes(UInt64(rate)))/s") }
         }
+        if let connections { parts.append("×\(connections) conn") }
         if resumed { parts.append("(resumed)") }
         return parts.joined(separator: " ")
     }
@@ -159,6 +165,7 @@ public final class ProgressRenderer: Sendable {
                 object["source_offset"] = s.lastOffset
                 object["output_bytes"] = output
                 if let total { object["total"] = total }
+                if let connections = s.connections { object["connections"] = connections }
             case .retry(let attempt, let delay, let reason):
                 object["event"] = "retry"
                 object["attempt"] = attempt
@@ -184,10 +191,14 @@ public final class ProgressRenderer: Sendable {
                 object["source_offset"] = sourceBytes
                 object["output_bytes"] = outputBytes
                 object["seconds"] = seconds
+                if let connections = s.connections { object["connections"] = connections }
             case .error(let error):
                 object["event"] = "error"
                 object["exit_code"] = Int(error.exitCode)
                 object["message"] = error.description
+            case .connections(let count):
+                s.connections = count
+                return  // shown in the progress and done lines
             case .notice:
                 return  // the JSON lines keep their documented set of events
             }

@@ -1,6 +1,9 @@
 /// One stage as written in a spec.
 public enum StageSpec: Equatable, Sendable {
-    case fetch(url: String)
+    /// `connections`: the stage option `connections=N`; nil leaves it to `--connections` or the
+    /// default rule. A transport choice, not part of the canonical text (a checkpoint resumes
+    /// with any count).
+    case fetch(url: String, connections: Int? = nil)
     case read(path: String)
     case stdin
     case verify(sha256: String)
@@ -33,7 +36,7 @@ public enum StageSpec: Equatable, Sendable {
     /// The stage's argument as written (URL, path, `sha256:HEX`), if it has one.
     public var argument: String? {
         switch self {
-        case .fetch(let url): return url
+        case .fetch(let url, _): return url
         case .read(let path), .file(let path): return path
         case .verify(let hex): return "sha256:" + hex
         case .stdin, .gunzip, .stdout: return nil
@@ -103,9 +106,9 @@ public struct PipelineSpec: Equatable, Sendable, CustomStringConvertible {
         }
         switch head.text {
         case "fetch":
-            let url = try one("a URL (http://, https:// or file://)")
+            guard let url = args.first else { throw SpecError("'fetch' needs a URL (http://, https:// or file://)", at: head) }
             try URLCheck.validate(url)
-            return .fetch(url: url.text)
+            return .fetch(url: url.text, connections: try FetchStageOptions.connections(from: args.dropFirst()))
         case "read":
             return .read(path: try path(one("a file path")))
         case "stdin":

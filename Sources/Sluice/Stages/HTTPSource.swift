@@ -57,10 +57,25 @@ public final class HTTPSource: ByteSource {
     }
 
     public func run(into sink: ByteSink) throws {
-        guard let transfer = CurlTransfer(options: options) else {
+        // One connection is today's single transfer, exactly; otherwise MultiFetch decides
+        // from the first response how many to open (and may still use one).
+        guard options.connections == 1 else {
+            return try MultiFetch(source: self, options: options, control: control).run(from: startOffset, into: sink)
+        }
+        try transfer(from: startOffset, into: sink, control: control)
+    }
+
+    /// Fetches from `first` to the end (or to `until`, requested as a bounded range), retrying
+    /// transient failures at the current offset. `screen` sees every final response head
+    /// before the ResumeJudge and may override its verdict (MultiFetch's extra connections).
+    /// `connection`: a handle to reuse (one per MultiFetch connection), or nil for a new one.
+    func transfer(from first: UInt64, until: UInt64? = nil, into sink: ByteSink, control: RunControl,
+                  over connection: CurlTransfer? = nil,
+                  screen: ((HTTPResponseHead) -> ResponseVerdict?)? = nil) throws {
+        guard let transfer = connection ?? CurlTransfer(options: options) else {
             throw SluiceError.transfer(url: url, reason: "libcurl could not be initialised")
         }
-        var offset = startOffset
+        var offset = first
         // Where the last redirect chain ended: later attempts of this run go straight there.
         var location = start
         var failuresInARow = 0
@@ -68,7 +83,8 @@ public final class HTTPSource: ByteSource {
             try control.check()
             let before = offset
             do {
-                try attempt(transfer, from: &location, offset: &offset, into: sink)
+                try attempt(transfer, from: &location, offset: &offset, until: until, into: sink, control: control,
+                            screen: screen)
                 return
             } catch let failure as FetchFailure {
                 switch failure {
@@ -102,16 +118,18 @@ public final class HTTPSource: ByteSource {
     /// Returns when the whole resource has been delivered; throws FetchFailure (or the
     /// sink's error, or the run's failure when stopped).
     private func attempt(_ transfer: CurlTransfer, from location: inout FetchURL, offset: inout UInt64,
-                         into sink: ByteSink) throws {
+                         until: UInt64?, into sink: ByteSink, control: RunControl,
+                         screen: ((HTTPResponseHead) -> ResponseVerdict?)?) throws {
         var current = location
         var hops = 0
         while true {
             let known = firstSeen.withLock { $0 }
             let requested = offset
             let judge = ResumeJudge(offset: requested, known: known, server: current.authority)
-            let outcome = transfer.perform(request(for: current, offset: offset, known: known), into: sink,
-                                           control: control, stallTimeout: options.stallTimeout) { [self] head in
-                let verdict = judge.judge(head)
+            let outcome = transfer.perform(request(for: current, offset: offset, until: until, known: known),
+                                           into: sink, control: control,
+                                           stallTimeout: options.stallTimeout) { [self] head in
+                let verdict = screen?(head) ?? judge.judge(head)
                 // Recorded before the first byte moves, so every cut carries them.
                 if case .deliver(_, let seen, _) = verdict, requested == 0 || known == nil {
                     firstSeen.withLock { $0 = seen }
@@ -144,6 +162,7 @@ public final class HTTPSource: ByteSource {
                     throw FetchFailure.from(outcome.code, message: "\(current.authority): \(outcome.message)",
                                             url: current)
                 }
+                if let until, offset >= until { return }
                 if outcome.skipLeft > 0 {
                     throw FetchFailure.changed("its full content is now shorter than the resume offset")
                 }
@@ -167,10 +186,13 @@ public final class HTTPSource: ByteSource {
         }
     }
 
-    private func request(for url: FetchURL, offset: UInt64, known: FetchValidators?) -> CurlRequest {
+    private func request(for url: FetchURL, offset: UInt64, until: UInt64?, known: FetchValidators?) -> CurlRequest {
         if url.isFile { return CurlRequest(url: url, headers: [], resumeFrom: offset) }
         var headers = redirects.headers(userHeaders, for: url)
-        if offset > 0 {
+        if let until, until > offset {
+            headers.append("Range: bytes=\(offset)-\(until - 1)")
+            if let ifRange = known?.ifRange { headers.append("If-Range: \(ifRange)") }
+        } else if offset > 0 {
             headers.append("Range: bytes=\(offset)-")
             if let ifRange = known?.ifRange { headers.append("If-Range: \(ifRange)") }
         }
