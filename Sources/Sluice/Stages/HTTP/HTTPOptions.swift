@@ -20,6 +20,8 @@ public struct HTTPOptions: Sendable {
     /// Ranged connections for one fetch (1…32); nil: 4 when the server answers ranges and at
     /// least 64 MiB remain, otherwise 1 (MultiFetch). 1 is the single transfer, exactly.
     public var connections: Int? = nil
+    /// MultiFetch's window and segment sizes (tests shrink them).
+    var tuning = MultiFetch.Tuning()
 
     public init() {}
 }

@@ -18,17 +18,22 @@ final class MultiFetch: @unchecked Sendable {
     // @unchecked Sendable: every mutable field lives in `shared`, a Mutex.
 
     /// Default rule (documented in the README): this many connections when the server answers
-    /// ranges and at least `autoThreshold` bytes remain; otherwise one.
+    /// ranges and at least `Tuning.autoThreshold` bytes remain; otherwise one.
     static let autoConnections = 4
-    static let autoThreshold: UInt64 = 64 << 20
     static let maxConnections = 32
-    /// Bytes held ahead of the in-order point, whatever the number of connections.
-    static let windowBytes = 32 << 20
-    /// Segments are the window shared out among the connections, within these bounds.
-    static let segmentBounds: ClosedRange<UInt64> = (1 << 20)...(16 << 20)
-    static let minimumSplit: UInt64 = 256 << 10
     /// The largest piece passed downstream at once (checkpoint barriers fall between pieces).
     static let deliveryPiece = 256 << 10
+
+    /// Sizes; tests shrink them to exercise many segments with little data.
+    struct Tuning: Sendable {
+        var autoThreshold: UInt64 = 64 << 20
+        /// Bytes held ahead of the in-order point, whatever the number of connections.
+        var windowBytes = 16 << 20
+        /// Segments are the window shared out among the connections, within these bounds.
+        var minimumSegment: UInt64 = 1 << 20
+        var maximumSegment: UInt64 = 16 << 20
+        var minimumSplit: UInt64 = 256 << 10
+    }
 
     private let source: HTTPSource
     private let options: HTTPOptions
@@ -139,7 +144,8 @@ final class MultiFetch: @unchecked Sendable {
         let total = status == 206 ? head.contentRange?.total : head.contentLength
         guard let total, total > start else { return nil }
         let remaining = total - start
-        let wanted = min(options.connections ?? (remaining >= Self.autoThreshold ? Self.autoConnections : 1),
+        let tuning = options.tuning
+        let wanted = min(options.connections ?? (remaining >= tuning.autoThreshold ? Self.autoConnections : 1),
                          Self.maxConnections)
         guard wanted > 1 else { return nil }
 
@@ -154,13 +160,12 @@ final class MultiFetch: @unchecked Sendable {
             }
             return nil
         }
-        let size = min(max(UInt64(Self.windowBytes / wanted), Self.segmentBounds.lowerBound),
-                       Self.segmentBounds.upperBound)
-        guard var planner = SegmentPlanner(start: start, end: total, segmentSize: size, minimumSplit: Self.minimumSplit),
+        let size = min(max(UInt64(tuning.windowBytes / wanted), tuning.minimumSegment), tuning.maximumSegment)
+        guard var planner = SegmentPlanner(start: start, end: total, segmentSize: size, minimumSplit: tuning.minimumSplit),
               let first = planner.take(), !planner.isExhausted else { return nil }
         let segments = 1 + (remaining - (first.end - first.start) + size - 1) / size
         let count = Int(min(UInt64(wanted), segments))
-        let window = ReorderWindow(capacity: Self.windowBytes, base: start)
+        let window = ReorderWindow(capacity: tuning.windowBytes, base: start)
         shared.withLock {
             $0.planner = planner
             $0.window = window
