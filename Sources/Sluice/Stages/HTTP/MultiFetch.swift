@@ -210,13 +210,14 @@ final class MultiFetch: @unchecked Sendable {
             } catch MultiFetchCut.segment {
             } catch {
                 if let reason = retired.reason {
-                    let left = shared.withLock {
+                    shared.withLock {
                         $0.planner?.giveBack(segment.id)
-                        return $0.alive
+                        // Under the lock, so the counts reach the user in the order they fell.
+                        let left = $0.alive
+                        control.progress.emit(.notice("\(reason) to an extra range request; continuing with \(left)"
+                                                      + " connection\(left == 1 ? "" : "s")"))
+                        control.progress.emit(.connections(left))
                     }
-                    control.progress.emit(.notice("\(reason) to an extra range request; continuing with \(left)"
-                                                  + " connection\(left == 1 ? "" : "s")"))
-                    control.progress.emit(.connections(left))
                     return
                 }
                 window.fail(error)

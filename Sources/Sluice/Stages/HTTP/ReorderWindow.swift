@@ -34,7 +34,7 @@ final class ReorderWindow: @unchecked Sendable {
     var inOrderOffset: UInt64 { locked { base } }
 
     /// Copies `bytes` in at source offset `offset`, waiting while they lie beyond the window.
-    /// Throws the window's failure once it has one, or `stopped()`'s error.
+    /// Throws the window's failure once it has one, or `stopped()`'s error (which only ends this call).
     func put(_ bytes: UnsafeRawBufferPointer, at offset: UInt64, stopped: () -> Error?) throws {
         var rest = bytes
         var at = offset
@@ -43,7 +43,7 @@ final class ReorderWindow: @unchecked Sendable {
             condition.lock()
             defer { condition.unlock() }
             while failure == nil && at.addingClamped(UInt64(count)) > base.addingClamped(UInt64(capacity)) {
-                if let error = stopped() { failure = error; condition.broadcast(); break }
+                if let error = stopped() { throw error }
                 _ = condition.wait(until: Date(timeIntervalSinceNow: Self.pollSeconds))
             }
             if let failure { throw failure }
@@ -72,7 +72,10 @@ final class ReorderWindow: @unchecked Sendable {
     func deliver(limit: Int, stopped: () -> Error?, _ deliver: (UnsafeRawBufferPointer) throws -> Void) throws -> UInt64 {
         condition.lock()
         while failure == nil && byStart[base] == nil {
-            if let error = stopped() { failure = error; condition.broadcast(); break }
+            if let error = stopped() {
+                condition.unlock()
+                throw error
+            }
             _ = condition.wait(until: Date(timeIntervalSinceNow: Self.pollSeconds))
         }
         if let failure {
