@@ -28,9 +28,9 @@ final class MultiFetch: @unchecked Sendable {
     struct Tuning: Sendable {
         var autoThreshold: UInt64 = 64 << 20
         /// Bytes held ahead of the in-order point, whatever the number of connections.
-        var windowBytes = 16 << 20
+        var windowBytes = 12 << 20
         /// Segments are the window shared out among the connections, within these bounds.
-        var minimumSegment: UInt64 = 1 << 20
+        var minimumSegment: UInt64 = 512 << 10
         var maximumSegment: UInt64 = 16 << 20
         var minimumSplit: UInt64 = 256 << 10
     }
