@@ -16,7 +16,7 @@ final class CLIFeatureTests: XCTestCase {
         let result = try SluiceBinary.run(["--help"])
         XCTAssertEqual(result.status, 0)
         let help = String(decoding: result.stdout, as: UTF8.self)
-        for word in StageSpec.names + ["-f", "--checkpoint", "--checkpoint-interval", "--restart", "--retries",
+        for word in StageRegistry.words + ["-f", "--checkpoint", "--checkpoint-interval", "--restart", "--retries",
                                         "--stall-timeout", "-H", "--cacert", "--insecure", "--engine", "--progress", "-q",
                                         "inspect", "--version"] {
             XCTAssertTrue(help.contains(word), "help lacks \(word)")
@@ -25,7 +25,13 @@ final class CLIFeatureTests: XCTestCase {
             XCTAssertTrue(help.contains("\n  \(code) "), "help lacks exit status \(code)")
         }
         let version = try SluiceBinary.run(["--version"])
-        XCTAssertEqual(String(decoding: version.stdout, as: UTF8.self), "sluice \(Sluice.version)\n")
+        let lines = String(decoding: version.stdout, as: UTF8.self).split(separator: "\n").map(String.init)
+        XCTAssertEqual(lines.first, "sluice \(Sluice.version) (checkpoint format \(Checkpoint.currentVersion))")
+        for (library, pattern) in [("libcurl", #"^  libcurl \d+\.\d+\.\d+$"#), ("OpenSSL", #"^  OpenSSL \d+\.\d+\.\d+$"#),
+                                   ("zlib", #"^  zlib \d+\.\d+"#), ("ISA-L", #"^  ISA-L \d+\.\d+\.\d+"#)] {
+            XCTAssertTrue(lines.contains { $0.range(of: pattern, options: .regularExpression) != nil },
+                          "--version does not name \(library)'s version: \(lines)")
+        }
     }
 
     func testSpecFileErrorsNameFileLineAndColumn() throws {
@@ -150,6 +156,22 @@ final class CLIFeatureTests: XCTestCase {
         let result = try SluiceBinary.run(["read \(Self.repository)/Fixtures/sample.tar.gz | gunzip | file \(dir)/out"])
         XCTAssertEqual(result.status, 0)
         XCTAssertEqual(result.stderr, "", "nothing on a non-terminal stderr by default")
+    }
+
+    func testShortFlagsCombine() throws {
+        let dir = try makeTemporaryDirectory(self)
+        let spec = "read \(Self.repository)/Fixtures/sample.tar.gz | gunzip | file \(dir)/out"
+        let combined = try SluiceBinary.run(["-qk", spec])
+        XCTAssertEqual(combined.status, 0, combined.stderr)
+        XCTAssertEqual(combined.stderr, "", "-q silences the --insecure warning of -k")
+        try spec.write(toFile: dir + "/spec", atomically: true, encoding: .utf8)
+        try FileManager.default.removeItem(atPath: dir + "/out")
+        XCTAssertEqual(try SluiceBinary.run(["-qf", dir + "/spec"]).status, 0, "a short option with a value may end a cluster")
+        let unknown = try SluiceBinary.run(["-qz", spec])
+        XCTAssertEqual(unknown.status, 2)
+        XCTAssertTrue(unknown.stderr.contains("unknown option '-qz'"), unknown.stderr)
+        let valueInside = try SluiceBinary.run(["-fq", dir + "/spec"])
+        XCTAssertEqual(valueInside.status, 2, "-f takes a value, so it cannot stand inside a cluster")
     }
 
     /// The README's library example, compiled as the SluiceExample target, runs.

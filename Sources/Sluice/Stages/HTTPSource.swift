@@ -2,7 +2,7 @@ import CCurl
 import Synchronization
 
 /// `fetch URL`: an http, https or file URL through libcurl, resumed with `Range` and
-/// `If-Range` (DESIGN.md §3).
+/// `If-Range` (docs/ARCHITECTURE.md, "Resume rules").
 ///
 /// Within one run, transient failures are retried at the current offset, so the stages
 /// downstream never notice; a response is judged (ResumeJudge) before any of its body moves,
@@ -49,6 +49,9 @@ public final class HTTPSource: ByteSource {
         }
         self.warnings = warnings
     }
+
+    /// The connection count asked for (nil: the default rule).
+    var connections: Int? { options.connections }
 
     public func state(at offset: UInt64) -> SourceState {
         let seen = firstSeen.withLock { $0 }
@@ -197,5 +200,27 @@ public final class HTTPSource: ByteSource {
             if let ifRange = known?.ifRange { headers.append("If-Range: \(ifRange)") }
         }
         return CurlRequest(url: url, headers: headers, resumeFrom: 0)
+    }
+}
+
+extension HTTPSource {
+    public var notices: [String] { warnings }
+}
+
+extension StageKind {
+    static let fetch = StageKind.source(
+        "fetch",
+        arguments: [StageArgument("URL", "a URL (http://, https:// or file://)") { text throws(StageWordError) in
+            try URLCheck.validate(text)
+            return text
+        }],
+        options: [.integer("connections", "ranged connections, delivered in order (default: 4 when the server"
+                           + " answers ranges and at least 64 MiB remain, else 1)", in: 1...MultiFetch.maxConnections)],
+        summary: "source: http://, https://, file:// (libcurl); resumed with Range/If-Range",
+        nsPerByte: 0.3
+    ) { spec, context, saved in
+        var http = context.options.http
+        if let connections = spec.option("connections").flatMap({ Int($0) }) { http.connections = connections }
+        return try HTTPSource(url: spec.arguments[0], options: http, resumeFrom: saved, control: context.control)
     }
 }

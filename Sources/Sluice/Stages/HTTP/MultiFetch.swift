@@ -209,15 +209,8 @@ final class MultiFetch: @unchecked Sendable {
                                     over: connection) { [self] head in screen(head, known: known, retired: retired) }
             } catch MultiFetchCut.segment {
             } catch {
-                if let reason = retired.reason {
-                    shared.withLock {
-                        $0.planner?.giveBack(segment.id)
-                        // Under the lock, so the counts reach the user in the order they fell.
-                        let left = $0.alive
-                        control.progress.emit(.notice("\(reason) to an extra range request; continuing with \(left)"
-                                                      + " connection\(left == 1 ? "" : "s")"))
-                        control.progress.emit(.connections(left))
-                    }
+                if retired.reason != nil {
+                    shared.withLock { $0.planner?.giveBack(segment.id) }
                     return
                 }
                 window.fail(error)
@@ -238,8 +231,18 @@ final class MultiFetch: @unchecked Sendable {
                 seen.totalLength = status == 200 ? head.contentLength : head.contentRange?.total
                 if known.contradiction(by: seen) != nil { return nil }
             }
-            guard shared.withLock({ $0.retire() }) else { return nil }
-            retired.reason = "HTTP \(head.statusText)"
+            let reason = "HTTP \(head.statusText)"
+            let closed = shared.withLock { state in
+                guard state.retire() else { return false }
+                // Under the lock, so the counts reach the user in the order they fell.
+                let left = state.alive
+                control.progress.emit(.notice("\(reason) to an extra range request; continuing with \(left)"
+                                              + " connection\(left == 1 ? "" : "s")"))
+                control.progress.emit(.connections(left))
+                return true
+            }
+            guard closed else { return nil }
+            retired.reason = reason
         }
         return .failed(.permanent("closing this connection"))
     }
