@@ -22,7 +22,9 @@ struct Arguments {
     var specFile: String?
     var json = false
 
-    static func parse(_ argv: [String]) throws(SluiceError) -> Arguments {
+    /// `environment`: where `CURL_CA_BUNDLE`, `SSL_CERT_FILE` and `SSL_CERT_DIR` are read.
+    static func parse(_ argv: [String],
+                      environment: [String: String] = ProcessInfo.processInfo.environment) throws(SluiceError) -> Arguments {
         var args = Arguments()
         var rest = argv[...]
         var positional: [String] = []
@@ -59,6 +61,13 @@ struct Arguments {
             try option.apply(&args, value)
             if let requested = args.requested { return Arguments(command: requested) }
         }
+
+        // As the curl tool does: a CA bundle or directory from the environment unless --cacert names one.
+        if args.options.http.caCertificate == nil {
+            args.options.http.caCertificate = [environment["CURL_CA_BUNDLE"], environment["SSL_CERT_FILE"]]
+                .compactMap { $0 }.first { !$0.isEmpty }
+        }
+        if let directory = environment["SSL_CERT_DIR"], !directory.isEmpty { args.options.http.caDirectory = directory }
 
         if positional.first == "inspect" {
             guard positional.count == 2 else { throw .usage("inspect takes one checkpoint path: sluice inspect CHECKPOINT [--json]") }
@@ -102,6 +111,14 @@ struct Arguments {
     }
 
     /// `8MiB`, `512k`, `1G`, `4096`, `0` (see `ByteSize`).
+    /// A number of seconds > 0 (fractions allowed), for the time limits.
+    static func seconds(_ text: String, option: String) throws(SluiceError) -> Double {
+        guard let value = Double(text), value > 0, value.isFinite, value <= 1e9 else {
+            throw .usage("\(option) takes a number of seconds > 0, not '\(text)'")
+        }
+        return value
+    }
+
     static func parseSize(_ text: String, option: String) throws(SluiceError) -> UInt64 {
         if let size = ByteSize.parse(text) { return size }
         throw .usage("\(option) takes a size such as 8MiB, 512KiB or 0, not '\(text)'")

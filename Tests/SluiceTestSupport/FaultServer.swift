@@ -46,6 +46,22 @@ final class FaultServer: Sendable {
         /// Faults for single connections, keyed by the connection's number in order of arrival
         /// (1-based; every connection carries one request). They apply on top of the rest.
         var perConnection: [Int: ConnectionFault] = [:]
+
+        // Hostile responses: what a broken or malicious server sends.
+
+        /// The status line's reason phrase, sent as is (control characters included).
+        var reasonPhrase: String? = nil
+        /// Raw `Name: value` lines added to every response, after the usual fields
+        /// (a second Content-Length, a Location with escape sequences, …).
+        var extraHeaders: [String] = []
+        /// Every resource response is a 206 with this Content-Range value (and the body it
+        /// would have had otherwise).
+        var contentRange: String? = nil
+        /// The Content-Length value of resource responses, replacing the true one.
+        var contentLength: String? = nil
+        /// Range requests get this many bytes past the end of their Content-Range, in a
+        /// close-delimited body (no Content-Length, so the client cannot cut them off itself).
+        var overrunBytes: Int = 0
     }
 
     /// What one connection does differently.
@@ -409,7 +425,9 @@ extension FaultServer {
             lines.append(String(decoding: head[lineStart..<head.endIndex], as: UTF8.self))
 
             let requestLine = lines[0].split(separator: " ", omittingEmptySubsequences: false)
-            guard requestLine.count == 3, !requestLine[0].isEmpty, requestLine[1].hasPrefix("/"),
+            // Absolute-form targets (`GET http://host/path`) are what a client sends to a proxy.
+            guard requestLine.count == 3, !requestLine[0].isEmpty,
+                  requestLine[1].hasPrefix("/") || requestLine[1].hasPrefix("http://"),
                   requestLine[2].hasPrefix("HTTP/1.") else { return .malformed }
             var headers: [String: String] = [:]
             for line in lines.dropFirst() {
@@ -507,16 +525,28 @@ extension FaultServer {
                 }
             }
 
+            var body = slice
+            var omitLength = fault.omitContentLength
+            if status == 206, fault.overrunBytes > 0 {
+                body = ArraySlice(Array(slice) + [UInt8](repeating: 0xEE, count: fault.overrunBytes))
+                omitLength = true
+            }
+            if let forced = fault.contentRange {
+                status = 206
+                contentRange = forced
+            }
             var headers = validators
             headers.append(("Accept-Ranges", "bytes"))
             headers.append(("Content-Type", "application/octet-stream"))
             if let contentRange { headers.append(("Content-Range", contentRange)) }
             if fault.chunked {
                 headers.append(("Transfer-Encoding", "chunked"))
-            } else if !fault.omitContentLength {
-                headers.append(("Content-Length", String(slice.count)))
+            } else if let declared = fault.contentLength {
+                headers.append(("Content-Length", declared))
+            } else if !omitLength {
+                headers.append(("Content-Length", String(body.count)))
             }
-            var plan = ResponsePlan(status: status, headers: headers, body: slice, sendBody: !isHead)
+            var plan = ResponsePlan(status: status, headers: headers, body: body, sendBody: !isHead)
             plan.chunked = fault.chunked
             plan.bytesPerSecond = (special?.bytesPerSecond ?? fault.bytesPerSecond).map { max(1, $0) }
             if !isHead {
@@ -636,8 +666,10 @@ extension FaultServer {
         // MARK: Sending
 
         private func send(_ fd: Int32, head plan: ResponsePlan) -> Bool {
-            var text = "HTTP/1.1 \(plan.status) \(Self.reason(plan.status))\r\n"
+            let fault = locked { $0.fault }
+            var text = "HTTP/1.1 \(plan.status) \(fault.reasonPhrase ?? Self.reason(plan.status))\r\n"
             for (name, value) in plan.headers { text += "\(name): \(value)\r\n" }
+            for line in fault.extraHeaders { text += line + "\r\n" }
             text += "Connection: close\r\n\r\n"
             return sendAll(fd, Array(text.utf8)[...], countsAsBody: false)
         }
@@ -721,4 +753,21 @@ extension FaultServer {
             }
         }
     }
+}
+
+/// Starts a FaultServer serving `body`, configured by `fault`, runs `test` with it and stops
+/// it afterwards, whatever `test` does:
+///
+///     try withFaultServer(body: data, fault: { $0.dropAfterBodyBytes = 8_000 }) { server in
+///         let result = try SluiceBinary.run(["fetch \(server.url()) | file \(dir)/out"])
+///     }
+@discardableResult
+func withFaultServer<T>(body: [UInt8], etag: String = "\"v1\"", lastModified: String = "Wed, 01 Jan 2025 00:00:00 GMT",
+                        fault configure: (inout FaultServer.Fault) -> Void = { _ in },
+                        _ test: (FaultServer) throws -> T) throws -> T {
+    var fault = FaultServer.Fault()
+    configure(&fault)
+    let server = try FaultServer(body: body, etag: etag, lastModified: lastModified, fault: fault)
+    defer { server.stop() }
+    return try test(server)
 }

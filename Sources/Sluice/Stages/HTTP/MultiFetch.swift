@@ -42,6 +42,8 @@ final class MultiFetch: @unchecked Sendable {
     private let connectionControl: RunControl
     private let shared = Mutex(Shared())
     private let workers = DispatchGroup()
+    /// Set by `run` before any connection starts.
+    private var deadline: Double?
 
     private struct Shared {
         /// Set once, by the head's first 200/206.
@@ -74,14 +76,16 @@ final class MultiFetch: @unchecked Sendable {
         connectionControl = RunControl(progress: control.progress)
     }
 
-    func run(from start: UInt64, into sink: ByteSink) throws {
+    /// `deadline`: --max-time's end on the monotonic clock, for every connection alike.
+    func run(from start: UInt64, deadline: Double?, into sink: ByteSink) throws {
+        self.deadline = deadline
         // Phase 1: the head connection, on its own thread so this one can watch the run.
         let head = HeadSink(next: sink, offset: start, fetch: self)
         let headEnded = DispatchSemaphore(value: 0)
         let result = Mutex<Error?>(nil)
         let thread = Thread { [self] in
             do {
-                try source.transfer(from: start, into: head, control: connectionControl) { [self] in
+                try source.transfer(from: start, deadline: deadline, into: head, control: connectionControl) { [self] in
                     plan(from: $0, start: start)
                 }
             } catch {
@@ -205,8 +209,8 @@ final class MultiFetch: @unchecked Sendable {
             let retired = RetiredBy()
             let sink = SegmentSink(id: segment.id, offset: segment.start, window: window, fetch: self)
             do {
-                try source.transfer(from: segment.start, until: segment.end, into: sink, control: connectionControl,
-                                    over: connection) { [self] head in screen(head, known: known, retired: retired) }
+                try source.transfer(from: segment.start, until: segment.end, deadline: deadline, into: sink,
+                                    control: connectionControl, over: connection) { [self] head in screen(head, known: known, retired: retired) }
             } catch MultiFetchCut.segment {
             } catch {
                 if retired.reason != nil {
