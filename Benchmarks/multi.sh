@@ -92,13 +92,13 @@ aria2c -q -x8 -s8 --allow-overwrite=true -d "$WORK/out" -o a.gz "$SLOW"
 [ "$(openssl dgst -sha256 -r "$WORK/out/a.gz" | cut -d' ' -f1)" = "$DIGEST" ] || { echo "aria2c: wrong download" >&2; exit 1; }
 rm -f "$WORK/out/a.gz"
 
-hyperfine -r "$RUNS" --export-json "$WORK/slow.json" -s basic \
+hyperfine -r "$RUNS" --export-json "$WORK/slow.json" --style basic \
     -n "sluice N=1" "$(sluice_cmd "$SLOW" 1)" \
     -n "sluice N=4" "$(sluice_cmd "$SLOW" 4)" \
     -n "sluice N=8" "$(sluice_cmd "$SLOW" 8)" \
     -n "sluice N=16" "$(sluice_cmd "$SLOW" 16)" \
     -n "aria2c -x8 -s8 + openssl dgst + igzip -dc" "$aria_cmd" >&2
-hyperfine -w 1 -r $((RUNS + 2)) --export-json "$WORK/fast.json" -s basic \
+hyperfine -w 1 -r $((RUNS + 2)) --export-json "$WORK/fast.json" --style basic \
     -n "unthrottled sluice N=1" "$(sluice_cmd "$FAST" 1)" \
     -n "unthrottled sluice N=4" "$(sluice_cmd "$FAST" 4)" >&2
 

@@ -15,7 +15,8 @@ import Synchronization
 /// An extra connection answered 200, 416, 429 or 503 closes (down to one) with a notice.
 /// The source offset the pipeline sees is always the in-order point, so checkpoints are exact.
 final class MultiFetch: @unchecked Sendable {
-    // @unchecked Sendable: every mutable field lives in `shared`, a Mutex.
+    // @unchecked Sendable: every mutable field lives in `shared`, a Mutex, except `deadline`,
+    // which `run` sets before it starts any thread.
 
     /// Default rule (documented in the README): this many connections when the server answers
     /// ranges and at least `Tuning.autoThreshold` bytes remain; otherwise one.
@@ -99,11 +100,7 @@ final class MultiFetch: @unchecked Sendable {
             if control.isStopped || reorderWindow?.failed != nil { connectionControl.fail(.cancelled) }
         }
         let headError = result.withLock { $0 }
-        guard case MultiFetchCut.head? = headError as? MultiFetchCut else {
-            if let headError { throw stopAll(headError) }
-            workers.wait()
-            return
-        }
+        if let headError, (headError as? MultiFetchCut) != .head { throw stopAll(headError) }
 
         // Phase 2: this thread passes the window on in order; a new connection takes the
         // head's place.
@@ -111,8 +108,8 @@ final class MultiFetch: @unchecked Sendable {
             if let id = state.headID { state.planner?.finish(id) }
             return (state.window, state.planner?.end)
         }
-        guard let window = planned, let end else { return }
-        startConnection(name: "head")
+        guard let window = planned, let end else { return }  // one connection did it all
+        if headError != nil { startConnection(name: "head") }
         let stopped = { [control] () -> Error? in control.isStopped ? (control.failure ?? .cancelled) : nil }
         do {
             while window.inOrderOffset < end {
