@@ -6,7 +6,11 @@
 #   aria2c -x8 -s8 URL && openssl dgst -sha256 FILE && igzip -dc FILE > OUT
 #
 # plus peak RSS at N = 16, and N = 4 against N = 1 on unthrottled loopback. Times are
-# hyperfine medians. Usage: Benchmarks/multi.sh [--size MB] [--rate RATE] [--runs N]
+# hyperfine medians. Usage: Benchmarks/multi.sh [--size MB] [--rate RATE] [--runs N] [--paced]
+#
+# nginx's limit_rate lets each *request* send one second's worth at once, which a client
+# asking for many small ranges exploits; --paced serves the throttled URL from
+# Benchmarks/paced_server.py instead (a token bucket per connection, 64 KiB burst).
 # Needs nginx, hyperfine, aria2c, igzip, openssl, GNU time (Scripts/setup --bench).
 
 set -euo pipefail
@@ -19,13 +23,15 @@ CACHE_DIR="$SCRIPT_DIR/.corpus"
 SIZE_MB=170
 RATE=20m
 RUNS=3
+PACED=0
 
 while (($#)); do
     case "$1" in
         --size) SIZE_MB=$2; shift 2 ;;
         --rate) RATE=$2; shift 2 ;;
         --runs) RUNS=$2; shift 2 ;;
-        -h|--help) sed -n 2,12p "$0"; exit 0 ;;
+        --paced) PACED=1; shift ;;
+        -h|--help) sed -n 2,16p "$0"; exit 0 ;;
         *) echo "multi.sh: unknown argument '$1'" >&2; exit 2 ;;
     esac
 done
@@ -52,6 +58,7 @@ EXPECTED=$(igzip -dc "$CORPUS" | openssl dgst -sha256 -r | cut -d' ' -f1)
 WORK=$(mktemp -d /tmp/sluice-multi.XXXXXX)
 cleanup() {
     [ -f "$WORK/nginx.pid" ] && kill "$(cat "$WORK/nginx.pid")" 2>/dev/null || true
+    [ -n "${PACED_PID:-}" ] && kill "$PACED_PID" 2>/dev/null || true
     rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -74,7 +81,16 @@ EOF
 nginx -c "$WORK/nginx.conf" -p "$WORK/"
 SLOW="http://127.0.0.1:$PORT/slow/corpus.gz"
 FAST="http://127.0.0.1:$PORT/corpus.gz"
-echo "[multi] corpus $BYTES bytes, limit_rate $RATE per connection, $RUNS runs each" >&2
+SERVER="nginx limit_rate $RATE"
+if ((PACED)); then
+    PACED_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    rate_bytes=$(python3 -c "import sys; t=sys.argv[1].lower(); m={'k':1024,'m':1048576}; print(int(t[:-1])*m[t[-1]] if t[-1] in m else int(t))" "$RATE")
+    python3 "$SCRIPT_DIR/paced_server.py" "$WORK/root/corpus.gz" "$PACED_PORT" "$rate_bytes" & PACED_PID=$!
+    for _ in $(seq 50); do curl -sfI "http://127.0.0.1:$PACED_PORT/corpus.gz" >/dev/null && break; sleep 0.1; done
+    SLOW="http://127.0.0.1:$PACED_PORT/corpus.gz"
+    SERVER="paced_server.py $RATE"
+fi
+echo "[multi] corpus $BYTES bytes, $SERVER per connection, $RUNS runs each" >&2
 
 sluice_cmd() { # URL N
     echo "$SLUICE --progress none 'fetch $1 connections=$2 | verify sha256:$DIGEST | gunzip | file $WORK/out/s$2' && rm -f $WORK/out/s$2"
@@ -105,12 +121,12 @@ hyperfine -w 1 -r $((RUNS + 2)) --export-json "$WORK/fast.json" --style basic \
 rss=$( { /usr/bin/time -f %M "$SLUICE" --progress none \
     "fetch $SLOW connections=16 | verify sha256:$DIGEST | gunzip | file $WORK/out/r" >/dev/null; } 2>&1 | tail -1)
 
-python3 - "$WORK/slow.json" "$WORK/fast.json" "$BYTES" "$RATE" "$rss" <<'PY'
+python3 - "$WORK/slow.json" "$WORK/fast.json" "$BYTES" "$SERVER" "$rss" <<'PY'
 import json, sys
 slow, fast = (json.load(open(p))["results"] for p in sys.argv[1:3])
 size, rate, rss = int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
 median = {r["command"]: r["median"] for r in slow + fast}
-print(f"gzip corpus {size / 1e6:.0f} MB, nginx limit_rate {rate} per connection; hyperfine medians")
+print(f"gzip corpus {size / 1e6:.0f} MB, {rate} per connection; hyperfine medians")
 for name, seconds in median.items():
     print(f"  {name:45s} {seconds:7.2f} s  {size / seconds / 1e6:7.1f} MB/s (compressed)")
 n1, n8 = median["sluice N=1"], median["sluice N=8"]

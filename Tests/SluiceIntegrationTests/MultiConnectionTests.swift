@@ -151,3 +151,28 @@ final class MultiConnectionTests: XCTestCase {
         }
     }
 }
+
+/// `--connections N` on the command line: checked, and used by a fetch without its own option.
+final class ConnectionsOptionTests: XCTestCase {
+    func testConnectionsOption() throws {
+        let size = 8 << 20
+        let body = makeTestData(count: size, seed: 32)
+        let server = try FaultServer(body: body)
+        defer { server.stop() }
+        let dir = try makeTemporaryDirectory(self)
+        let out = dir + "/out"
+        let result = try SluiceBinary.run(["--connections", "4", "--progress", "json", "fetch \(server.url()) | file \(out)"])
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: out)), Data(body))
+        let done = progressEvents(result.stderr.split(separator: "\n").map(String.init)).last { $0["event"] as? String == "done" }
+        // 8 MiB in segments of 12 MiB / 4 = 3 MiB: three segments, three connections.
+        XCTAssertEqual(done?["connections"] as? Int, 3, result.stderr)
+        XCTAssertGreaterThan(server.requests.count, 1)
+
+        for bad in ["0", "33", "x", "-1"] {
+            let refused = try SluiceBinary.run(["--connections", bad, "fetch \(server.url()) | file \(dir)/no"])
+            XCTAssertEqual(refused.status, 2, bad)
+            XCTAssertTrue(refused.stderr.contains("--connections takes a whole number from 1 to 32"), refused.stderr)
+        }
+    }
+}
