@@ -96,6 +96,41 @@ final class MultiConnectionTests: XCTestCase {
         print("MultiConnectionTests: kill -9 loop, 8 connections, resumed from \(resumedFrom)")
     }
 
+    func testSIGINTSavesTheInOrderPointAndTheRerunReplansFromThere() throws {
+        try requireSlowTests()
+        let size = 32 << 20
+        let nginx = try startNginx(self, configuration: .init(rateLimits: ["/slow/": "512k"])) { root in
+            try FileManager.default.createDirectory(atPath: root + "/slow", withIntermediateDirectories: true)
+            try Self.writeData(size: size, to: root + "/slow/data.bin")
+        }
+        let digest = try sha256Hex(ofFile: nginx.root + "/slow/data.bin")
+        let dir = try makeTemporaryDirectory(self)
+        let out = dir + "/out"
+        let arguments = ["--progress", "json", "--checkpoint-interval", "1MiB",
+                         "fetch \(nginx.url("/slow/data.bin")) connections=8 | verify sha256:\(digest) | file \(out)"]
+        let run = try StreamingProcess(SluiceBinary.path, arguments)
+        XCTAssertTrue(run.waitForLine(timeout: 60, where: isLaterCheckpoint))
+        run.signal(SIGINT)
+        let outcome = run.wait()
+        XCTAssertEqual(outcome.status, 130, "\(outcome.lines.suffix(3))")
+        let inspected = try SluiceBinary.run(["inspect", out + ".sluice", "--json"])
+        let object = try? JSONSerialization.jsonObject(with: inspected.stdout) as? [String: Any]
+        let offset = try XCTUnwrap(((object?["source"] as? [String: Any])?["offset"] as? NSNumber)?.uint64Value,
+                                   inspected.stderr)
+        // The checkpoint covers bytes in order only: the partial file holds at least that many.
+        let partial = try XCTUnwrap(FileManager.default.attributesOfItem(atPath: out + ".sluice-part")[.size] as? NSNumber)
+        XCTAssertLessThanOrEqual(offset, partial.uint64Value)
+        XCTAssertGreaterThan(offset, 0)
+
+        let rerun = try SluiceBinary.run(arguments)
+        XCTAssertEqual(rerun.status, 0, rerun.stderr)
+        let resume = progressEvents(rerun.stderr.split(separator: "\n").map(String.init)).first { $0["event"] as? String == "resume" }
+        XCTAssertEqual((resume?["source_offset"] as? NSNumber)?.uint64Value, offset)
+        XCTAssertEqual(try sha256Hex(ofFile: out), digest)
+        let needle = "range=\"bytes=\(offset)-\""
+        XCTAssertTrue(nginx.waitForLog(nginx.plainAccessLog, containing: [needle]).contains(needle))
+    }
+
     func testSixteenConnectionsWithAStalledHeadStayUnder64MiBRSS() throws {
         try requireSlowTests()
         let gnuTime = "/usr/bin/time"
