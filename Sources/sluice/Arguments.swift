@@ -110,7 +110,6 @@ struct Arguments {
         return letters.map { "-\($0)" }
     }
 
-    /// `8MiB`, `512k`, `1G`, `4096`, `0` (see `ByteSize`).
     /// A number of seconds > 0 (fractions allowed), for the time limits.
     static func seconds(_ text: String, option: String) throws(SluiceError) -> Double {
         guard let value = Double(text), value > 0, value.isFinite, value <= 1e9 else {
@@ -119,6 +118,7 @@ struct Arguments {
         return value
     }
 
+    /// `8MiB`, `512k`, `1G`, `4096`, `0` (see `ByteSize`).
     static func parseSize(_ text: String, option: String) throws(SluiceError) -> UInt64 {
         if let size = ByteSize.parse(text) { return size }
         throw .usage("\(option) takes a size such as 8MiB, 512KiB or 0, not '\(text)'")

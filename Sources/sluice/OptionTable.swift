@@ -50,13 +50,13 @@ extension CommandOption {
         CommandOption(["--stall-timeout"], "SECONDS", "an attempt that receives nothing for this long is aborted and retried (default 30)") { args, v throws(SluiceError) in
             args.options.http.stallTimeout = try Arguments.seconds(v, option: "--stall-timeout")
         },
-        CommandOption(["--speed-limit"], "SIZE", "an attempt slower than SIZE a second for --speed-time is aborted and retried") { args, v throws(SluiceError) in
+        CommandOption(["--speed-limit"], "BYTES/S", "an attempt averaging less than this over --speed-time is aborted and retried, e.g. 10KiB; slow attempts count against --retries (default 0: off)") { args, v throws(SluiceError) in
             args.options.http.speedLimit = try Arguments.parseSize(v, option: "--speed-limit")
         },
-        CommandOption(["--speed-time"], "SECONDS", "how long --speed-limit may be undershot (default 30)") { args, v throws(SluiceError) in
+        CommandOption(["--speed-time"], "SECONDS", "the window --speed-limit is measured over (default 30)") { args, v throws(SluiceError) in
             args.options.http.speedTime = try Arguments.seconds(v, option: "--speed-time")
         },
-        CommandOption(["--max-time"], "SECONDS", "the whole transfer gives up after this long (a rerun resumes)") { args, v throws(SluiceError) in
+        CommandOption(["--max-time"], "SECONDS", "the whole fetch, retries included, may take this long; then exit 3 with the checkpoint kept (default: no limit)") { args, v throws(SluiceError) in
             args.options.http.maxTime = try Arguments.seconds(v, option: "--max-time")
         },
         CommandOption(["--connections"], "N", "ranged connections for each fetch, 1-32 (default: 4 when the server answers ranges and at least 64 MiB remain, else 1); a fetch's connections=N wins") { args, v throws(SluiceError) in
@@ -68,25 +68,25 @@ extension CommandOption {
         CommandOption(["-H", "--header"], "'NAME: VALUE'", "an extra request header (repeatable); never written to a checkpoint or printed") { args, v throws(SluiceError) in
             guard let colon = v.firstIndex(of: ":"), colon != v.startIndex,
                   !v[..<colon].contains(where: { $0 == " " || $0 == "\t" }),
-                  !v.unicodeScalars.contains(where: { $0.value < 0x20 && $0 != "\t" || $0.value == 0x7F }) else {
-                throw .usage("-H takes 'Name: value'; the value given is not of that form (not shown: it may be a secret)")
+                  !v.unicodeScalars.contains(where: { ($0.value < 0x20 && $0 != "\t") || $0.value == 0x7F }) else {
+                throw .usage("-H takes 'Name: value' on one line; the value given is not of that form (not shown: it may be a secret)")
             }
             args.options.http.headers.append(v)
         },
-        CommandOption(["--proxy"], "URL", "use this proxy (as curl's --proxy)") { args, v throws(SluiceError) in
+        CommandOption(["--proxy"], "URL", "send every request through this proxy (default: the http_proxy, https_proxy and all_proxy environment variables)") { args, v in
             args.options.http.proxy = v
         },
-        CommandOption(["--noproxy"], "HOSTS", "hosts to reach without the proxy (as curl's --noproxy)") { args, v throws(SluiceError) in
+        CommandOption(["--noproxy"], "HOSTS", "comma-separated hosts reached without the proxy, * for all (default: no_proxy)") { args, v in
             args.options.http.noProxy = v
         },
-        CommandOption(["--netrc"], nil, "credentials from ~/.netrc") { args, _ in
+        CommandOption(["--netrc"], nil, "credentials for the host from ~/.netrc (never printed or checkpointed)") { args, _ in
             args.options.http.netrc = true
         },
-        CommandOption(["--netrc-file"], "FILE", "credentials from FILE (netrc format)") { args, v throws(SluiceError) in
+        CommandOption(["--netrc-file"], "FILE", "credentials for the host from FILE instead of ~/.netrc") { args, v throws(SluiceError) in
             guard FileManager.default.isReadableFile(atPath: v) else { throw .usage("--netrc-file: cannot read '\(v)'") }
             args.options.http.netrcFile = v
         },
-        CommandOption(["--cacert"], "FILE", "trust the CA certificates in FILE (PEM)") { args, v throws(SluiceError) in
+        CommandOption(["--cacert"], "FILE", "trust the CA certificates in FILE (PEM; default: CURL_CA_BUNDLE, else SSL_CERT_FILE, plus the directory SSL_CERT_DIR, else the system store)") { args, v throws(SluiceError) in
             guard FileManager.default.isReadableFile(atPath: v) else { throw .usage("--cacert: cannot read '\(v)'") }
             args.options.http.caCertificate = v
         },

@@ -62,6 +62,9 @@ final class FaultServer: Sendable {
         /// Range requests get this many bytes past the end of their Content-Range, in a
         /// close-delimited body (no Content-Length, so the client cannot cut them off itself).
         var overrunBytes: Int = 0
+        /// 206 responses say `bytes FIRST-LAST/*`, and a 416 claims the resource is
+        /// `overrunBytes` longer than it is: a server consistent in its lie.
+        var rangeTotalUnknown: Bool = false
     }
 
     /// What one connection does differently.
@@ -505,14 +508,15 @@ extension FaultServer {
             var slice = resource.body[...]
             var contentRange: String? = nil
             if !fault.ignoreRange, special?.ignoreRange != true, let rangeHeader = request.headers["range"] {
+                let claimed = fault.rangeTotalUnknown ? length + fault.overrunBytes : length
                 if fault.always416 {
-                    return Self.unsatisfiable(length: length, validators: validators)
+                    return Self.unsatisfiable(length: claimed, validators: validators)
                 }
                 let honoured = Self.ifRangeAllows(request.headers["if-range"], resource: resource, fault: fault)
                 if honoured, let range = Self.parseRange(rangeHeader, length: length) {
                     switch range {
                     case .unsatisfiable:
-                        return Self.unsatisfiable(length: length, validators: validators)
+                        return Self.unsatisfiable(length: claimed, validators: validators)
                     case .bytes(var first, var last):
                         if let shift = fault.wrongContentRangeShift {
                             first = min(max(first + shift, 0), length - 1)
@@ -520,7 +524,7 @@ extension FaultServer {
                         }
                         status = 206
                         slice = resource.body[first...last]
-                        contentRange = "bytes \(first)-\(last)/\(length)"
+                        contentRange = "bytes \(first)-\(last)/\(fault.rangeTotalUnknown ? "*" : String(length))"
                     }
                 }
             }

@@ -48,6 +48,16 @@ final class HostileServerTests: XCTestCase {
         }
     }
 
+    func testACheckpointOffsetPastTwoToTheSixtyThreeIsRefused() {
+        var saved = Self.checkpoint("file:///dev/null", offset: 0)
+        saved.offset = UInt64.max
+        let control = RunControl(progress: ProgressReporter(handler: nil))
+        XCTAssertThrowsError(try HTTPSource(url: "file:///dev/null", options: FetchRun.options(), resumeFrom: saved,
+                                            control: control)) { error in
+            guard case .checkpointRefused? = error as? SluiceError else { return XCTFail("\(error)") }
+        }
+    }
+
     // MARK: Rejected bytes are never delivered (item 4)
 
     func testARangeThatOverrunsItsContentRangeIsCutAtItsEnd() throws {

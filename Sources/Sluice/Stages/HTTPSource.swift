@@ -9,10 +9,9 @@ import Synchronization
 /// downstream never notice; a response is judged (ResumeJudge) before any of its body moves,
 /// so bytes of another version are never spliced onto the ones already delivered.
 public final class HTTPSource: ByteSource {
-    /// The URL as given in the spec; requests start here.
-    private let url: String
     /// The URL as checkpoints and messages name it: userinfo and query values redacted.
     private let shownURL: String
+    /// The URL as given in the spec, parsed: every attempt's redirect chain starts here.
     private let start: FetchURL
     private let options: HTTPOptions
     private let control: RunControl
@@ -40,7 +39,6 @@ public final class HTTPSource: ByteSource {
         guard let start = FetchURL(url), ["http", "https", "file"].contains(start.scheme) else {
             throw SluiceError.usage("fetch: '\(DisplayText.url(url))' is not an http, https or file URL")
         }
-        self.url = url
         shownURL = DisplayText.redactedURL(url)
         self.start = start
         self.options = options
@@ -49,6 +47,10 @@ public final class HTTPSource: ByteSource {
         policy = RetryPolicy(retries: options.retries,
                              backoff: RetryBackoff(base: options.backoffBase, maxRetryAfter: options.maxRetryAfter))
         startOffset = resumeFrom?.offset ?? 0
+        // Offsets become curl_off_t and Range values: a checkpoint claiming more is damaged.
+        guard startOffset <= HTTPNumber.maximum else {
+            throw SluiceError.checkpointRefused(path: "", reason: "its source offset \(startOffset) is beyond 2^63-1")
+        }
         requireProof = resumeFrom != nil && (resumeFrom?.offset ?? 0) > 0 && start.query != nil
         firstSeen = Mutex(resumeFrom.map(FetchValidators.init))
         secrets = Self.secrets(in: url) + (options.proxy.map(Self.secrets(in:)) ?? [])
