@@ -146,6 +146,21 @@ final class MultiFetchTests: XCTestCase {
         XCTAssertEqual(run.events.retries.count, 1)
     }
 
+    func testSlowHeadOfTheLineIsSplit() throws {
+        var fault = FaultServer.Fault()
+        fault.perConnection[1] = .init(bytesPerSecond: 32 << 10)
+        let server = try FaultServer(body: Self.body, fault: fault)
+        defer { server.stop() }
+        let run = try fetch(server.url(), connections: 4)
+        XCTAssertNil(run.error)
+        XCTAssertEqual(run.sink.bytes, Self.body)
+        // The others filled the window while the head crawled; one took the head's upper half.
+        let starts = server.requests.compactMap { $0.headers["range"] }.compactMap {
+            $0.dropFirst("bytes=".count).split(separator: "-").first.flatMap { Int($0) }
+        }
+        XCTAssertTrue(starts.contains { $0 > 0 && $0 < Self.segment }, "no split of the head segment: \(starts.sorted())")
+    }
+
     func testConnectionAnswered200ClosesWithANotice() throws {
         var fault = FaultServer.Fault()
         fault.perConnection[2] = .init(ignoreRange: true)

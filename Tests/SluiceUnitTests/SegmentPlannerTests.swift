@@ -5,6 +5,7 @@ import XCTest
 final class SegmentPlannerTests: XCTestCase {
     private enum Step {
         case take(expect: (UInt64, UInt64)?)
+        case takeWithin(windowEnd: UInt64, expect: (UInt64, UInt64)?)
         case claim(id: Int, count: UInt64, expect: UInt64)
         case finish(Int)
         case giveBack(Int)
@@ -47,6 +48,18 @@ final class SegmentPlannerTests: XCTestCase {
                 .claim(id: 2, count: 50, expect: 50),
                 .take(expect: (155, 200)),
             ]),
+            Case(name: "a full window: the head of the line is split", start: 0, end: 1_000, size: 100, split: 10, steps: [
+                .takeWithin(windowEnd: 300, expect: (0, 100)), .takeWithin(windowEnd: 300, expect: (100, 200)),
+                .takeWithin(windowEnd: 300, expect: (200, 300)),
+                .claim(id: 0, count: 20, expect: 20), .claim(id: 1, count: 100, expect: 100), .finish(1),
+                // 300..<400 would not fit: the head (claimed 20 of 0..<100) gives up 60..<100.
+                .takeWithin(windowEnd: 320, expect: (60, 100)), .end(id: 0, expect: 60),
+                // Still no room: the head (20..<60) splits again, down to twice the minimum.
+                .takeWithin(windowEnd: 320, expect: (40, 60)), .takeWithin(windowEnd: 320, expect: (30, 40)),
+                .takeWithin(windowEnd: 320, expect: (300, 400)),
+                // Room again: segments are cut as usual.
+                .takeWithin(windowEnd: 1_000, expect: (400, 500)),
+            ]),
             Case(name: "given back: handed out first, lowest first", start: 0, end: 500, size: 100, split: 10, steps: [
                 .take(expect: (0, 100)), .take(expect: (100, 200)), .take(expect: (200, 300)),
                 .claim(id: 2, count: 30, expect: 30), .giveBack(2),
@@ -78,6 +91,9 @@ final class SegmentPlannerTests: XCTestCase {
                 switch step {
                 case .take(let expect):
                     let segment = planner.take()
+                    XCTAssertEqual(segment.map { [$0.start, $0.end] }, expect.map { [$0.0, $0.1] }, label)
+                case .takeWithin(let windowEnd, let expect):
+                    let segment = planner.take(windowEnd: windowEnd)
                     XCTAssertEqual(segment.map { [$0.start, $0.end] }, expect.map { [$0.0, $0.1] }, label)
                 case .claim(let id, let count, let expect):
                     XCTAssertEqual(planner.claim(id, count: count), expect, label)

@@ -56,8 +56,8 @@ final class MultiFetch: @unchecked Sendable {
         /// Connections that will ask for work again.
         var alive = 0
 
-        mutating func take() -> SegmentPlanner.Segment? {
-            if let segment = planner?.take() { return segment }
+        mutating func take(windowEnd: UInt64) -> SegmentPlanner.Segment? {
+            if let segment = planner?.take(windowEnd: windowEnd) { return segment }
             alive -= 1
             return nil
         }
@@ -202,7 +202,7 @@ final class MultiFetch: @unchecked Sendable {
             return
         }
         let known = FetchValidators(source.state(at: 0))
-        while let segment = shared.withLock({ $0.take() }) {
+        while let segment = shared.withLock({ $0.take(windowEnd: window.inOrderOffset.addingClamped(UInt64(window.capacity))) }) {
             let retired = RetiredBy()
             let sink = SegmentSink(id: segment.id, offset: segment.start, window: window, fetch: self)
             do {

@@ -1,11 +1,12 @@
 /// Cuts the part of a resource still to fetch into segments and hands them out, lowest
 /// offset first, to whichever connection is free (pure bookkeeping; MultiFetch locks it).
 ///
-/// A segment is received contiguously from its start; `claimed` marks how far. When nothing
-/// is left to hand out, a free connection splits the in-flight segment with the most bytes
-/// still to come (a straggler) and takes its upper half, so one slow connection does not
-/// hold the end of the transfer back. A connection that gives up returns the unclaimed rest
-/// of its segment, which is handed out again before anything else.
+/// A segment is received contiguously from its start; `claimed` marks how far. Stragglers are
+/// split, the free connection taking the upper half: the segment the in-order point waits on
+/// when the next segment would not fit in the reorder window (a slow head of the line holds
+/// the window full), and, when nothing is left to hand out, the in-flight segment with the
+/// most bytes still to come. A connection that gives up returns the unclaimed rest of its
+/// segment, which is handed out again before anything else.
 struct SegmentPlanner: Equatable {
     struct Segment: Equatable {
         let id: Int
@@ -43,8 +44,13 @@ struct SegmentPlanner: Equatable {
     /// True when every byte is claimed by some connection or already received.
     var isExhausted: Bool { uncut >= end && returned.isEmpty }
 
-    /// The next piece of work for a free connection, or nil when there is none.
-    mutating func take() -> Segment? {
+    /// The next piece of work for a free connection, or nil when there is none. `windowEnd`:
+    /// the first offset the reorder window cannot hold yet.
+    mutating func take(windowEnd: UInt64 = .max) -> Segment? {
+        let next = returned.first?.lowerBound ?? (uncut < end ? uncut : nil)
+        if let next, next.addingClamped(segmentSize) > windowEnd, let split = splitHeadOfLine() {
+            return split
+        }
         if !returned.isEmpty {
             let range = returned.removeFirst()
             return open(range.lowerBound, min(range.upperBound, range.lowerBound.addingClamped(segmentSize)),
@@ -100,6 +106,18 @@ struct SegmentPlanner: Equatable {
         guard let victim = candidates.max(by: { ($0.remaining, $1.start) < ($1.remaining, $0.start) }) else {
             return nil
         }
+        return split(victim)
+    }
+
+    /// Takes the upper half of the segment the in-order point waits on: the unfinished one
+    /// that has claimed the least.
+    private mutating func splitHeadOfLine() -> Segment? {
+        guard let victim = inFlight.values.filter({ $0.remaining > 0 }).min(by: { $0.claimed < $1.claimed }),
+              victim.remaining / 2 >= minimumSplit else { return nil }
+        return split(victim)
+    }
+
+    private mutating func split(_ victim: Segment) -> Segment {
         let middle = victim.claimed + victim.remaining / 2
         let upper = victim.end
         inFlight[victim.id]?.end = middle
