@@ -65,6 +65,9 @@ final class FaultServer: Sendable {
         /// 206 responses say `bytes FIRST-LAST/*`, and a 416 claims the resource is
         /// `overrunBytes` longer than it is: a server consistent in its lie.
         var rangeTotalUnknown: Bool = false
+        /// Every resource response is a 206 of at most this many bytes, from the requested
+        /// offset (or 0 without a Range): a server that hands out a file in short pieces.
+        var rangeLength: Int? = nil
     }
 
     /// What one connection does differently.
@@ -522,6 +525,7 @@ extension FaultServer {
                             first = min(max(first + shift, 0), length - 1)
                             last = min(max(last + shift, first), length - 1)
                         }
+                        if let piece = fault.rangeLength { last = min(last, first + max(1, piece) - 1) }
                         status = 206
                         slice = resource.body[first...last]
                         contentRange = "bytes \(first)-\(last)/\(fault.rangeTotalUnknown ? "*" : String(length))"
@@ -529,6 +533,11 @@ extension FaultServer {
                 }
             }
 
+            if let piece = fault.rangeLength, status == 200, length > 0 {
+                status = 206
+                slice = resource.body[0...min(length - 1, max(1, piece) - 1)]
+                contentRange = "bytes 0-\(slice.count - 1)/\(fault.rangeTotalUnknown ? "*" : String(length))"
+            }
             var body = slice
             var omitLength = fault.omitContentLength
             if status == 206, fault.overrunBytes > 0 {

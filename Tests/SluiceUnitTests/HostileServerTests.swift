@@ -120,6 +120,32 @@ final class HostileServerTests: XCTestCase {
         }
     }
 
+    func testAServerHandingOutShortRangesIsAskedForTheRest() throws {
+        try withFaultServer(body: Self.body, fault: { $0.rangeLength = 10_000 }) { server in
+            let run = try fetch(server.url("/redirect?to=%2Fdata.bin"))
+            XCTAssertNil(run.error)
+            XCTAssertEqual(run.bytes, Self.body)
+            XCTAssertEqual(server.requests.count, 11, "the redirect, then ten pieces")
+            XCTAssertTrue(run.events.retries.isEmpty)
+        }
+    }
+
+    /// The loop of item 11: behind a redirect, every piece overruns its range by one byte.
+    /// Today's code delivered the piece, failed for good at the target, went back to the
+    /// original URL without counting or waiting, and repeated — tens of thousands of requests.
+    func testAnOverrunningTargetBehindARedirectDoesNotLoop() throws {
+        try withFaultServer(body: Self.body, fault: {
+            $0.rangeLength = 10
+            $0.overrunBytes = 1
+            $0.rangeTotalUnknown = true
+        }) { server in
+            let run = try fetch(server.url("/redirect?to=%2Fdata.bin"))
+            XCTAssertTrue(try transferReason(run.error).contains("more bytes than its response announced"))
+            XCTAssertEqual(run.bytes, Array(Self.body[..<10]))
+            XCTAssertEqual(server.requests.count, 2)
+        }
+    }
+
     func testRetriesAreRespectedWhenNothingArrives() throws {
         try withFaultServer(body: Self.body, fault: { $0.dropAfterBodyBytes = 0 }) { server in
             var options = Self.options()

@@ -233,6 +233,15 @@ final class MultiFetchTests: XCTestCase {
         XCTAssertEqual(run.sink.bytes, Array(Self.body.prefix(run.sink.bytes.count)))
     }
 
+    func testProgressBarShowsTheConnectionCount() {
+        let wide = ProgressRenderer.barLine(offset: 50, total: 100, resumed: true, rate: 10, columns: 120, connections: 8)
+        XCTAssertTrue(wide.contains("×8 conn"), wide)
+        XCTAssertTrue(wide.contains("(resumed)"), wide)
+        let narrow = ProgressRenderer.barLine(offset: 50, total: 100, resumed: false, rate: 10, columns: 24, connections: 8)
+        XCTAssertLessThan(narrow.count, 24, narrow)
+        XCTAssertFalse(ProgressRenderer.barLine(offset: 1, total: 2, resumed: false, rate: 1).contains("conn"))
+    }
+
     // MARK: Stopping
 
     func testSinkFailureStopsEveryConnection() throws {
