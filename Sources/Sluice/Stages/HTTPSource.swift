@@ -222,7 +222,7 @@ extension StageKind {
             return text
         }],
         options: [.integer("connections", "ranged connections, delivered in order (default: 4 when the server"
-                           + " answers ranges and at least 64 MiB remain, else 1)", in: 1...MultiFetch.maxConnections)],
+                           + " answers ranges and at least 64 MiB remain, else 1)", in: 1...MultiFetch.maxConnections).transport()],
         summary: "source: http://, https://, file:// (libcurl); resumed with Range/If-Range",
         nsPerByte: 0.3
     ) { spec, context, saved in
