@@ -158,7 +158,7 @@ public final class Pipeline: Sendable {
     /// Why a checkpoint belongs to another pipeline (or cannot be one), or nil.
     private func mismatch(_ checkpoint: Checkpoint, storedAt path: String) -> SluiceError? {
         // Checkpoints store the spec with URL secrets redacted (older ones stored it whole).
-        guard checkpoint.spec == spec.redactedDescription || checkpoint.spec == spec.description else {
+        guard checkpoint.spec == spec.checkpointIdentity else {
             let shown = (try? PipelineSpec(parsing: checkpoint.spec))?.redactedDescription ?? "an unreadable spec"
             return .checkpointRefused(path: path, reason: "it was written for a different pipeline ('\(DisplayText.escaped(shown))')")
         }
@@ -196,7 +196,7 @@ public final class Pipeline: Sendable {
     private func attempt(resumingFrom checkpoint: Checkpoint?, store: CheckpointStore?, reached: inout UInt64) throws -> UInt64 {
         // Interval 0 writes no checkpoints; an existing one is still honoured and locked.
         let writer = options.checkpointInterval == 0 ? nil
-            : try store.map { try CheckpointWriter(store: $0, spec: spec.redactedDescription, control: control) }
+            : try store.map { try CheckpointWriter(store: $0, spec: spec.checkpointIdentity, control: control) }
         defer { writer?.stop() }
         let built: StageChain
         do {
