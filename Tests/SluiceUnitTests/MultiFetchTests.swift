@@ -11,6 +11,41 @@ final class MultiFetchTests: XCTestCase {
     private static let body = makeTestData(count: size, seed: 14)
     private static let segment = 64 << 10
 
+    // MARK: Threads
+
+    /// A connection whose thread cannot start (`ulimit -u`) ends the fetch with that error
+    /// (exit 6) instead of a wait for a connection that never runs: the head's thread, then
+    /// the first and the second extra connection's.
+    func testAConnectionThreadThatCannotStartIsAnErrorNotAHang() throws {
+        let server = try FaultServer(body: Self.body)
+        defer { server.stop() }
+        defer { EngineThread.refuseStarts(after: nil) }
+        for allowed in 0..<3 {
+            let ended = expectation(description: "the fetch with \(allowed) threads allowed returns")
+            let outcome = LockedValue<Error?>(nil)
+            let url = server.url()
+            let options = Self.options(connections: 4, tuning: Self.tuning)
+            Thread.detachNewThread {
+                EngineThread.refuseStarts(after: allowed)
+                do {
+                    let control = RunControl(progress: ProgressReporter(handler: nil))
+                    try HTTPSource(url: url, options: options, resumeFrom: nil, control: control).run(into: Collector())
+                } catch {
+                    outcome.value = error
+                }
+                EngineThread.refuseStarts(after: nil)
+                ended.fulfill()
+            }
+            wait(for: [ended], timeout: 60)
+            guard let error = outcome.value as? SluiceError, case .io(let path, "start", EAGAIN) = error else {
+                XCTFail("\(allowed) threads allowed: \(String(describing: outcome.value))")
+                continue
+            }
+            XCTAssertTrue(path.hasPrefix("thread sluice.fetch."), path)
+            XCTAssertEqual(error.exitCode, 6)
+        }
+    }
+
     // MARK: Plans
 
     func testSeveralConnectionsDeliverEveryByteInOrder() throws {

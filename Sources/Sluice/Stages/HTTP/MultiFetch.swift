@@ -84,7 +84,8 @@ final class MultiFetch: @unchecked Sendable {
         let head = HeadSink(next: sink, offset: start, fetch: self)
         let headEnded = DispatchSemaphore(value: 0)
         let result = Mutex<Error?>(nil)
-        let thread = Thread { [self] in
+        // A thread that cannot start is exit 6, not a wait for a head that never runs.
+        try EngineThread.start("sluice.fetch.1") { [self] in
             do {
                 try source.transfer(from: start, deadline: deadline, into: head, control: connectionControl) { [self] in
                     plan(from: $0, start: start)
@@ -94,8 +95,6 @@ final class MultiFetch: @unchecked Sendable {
             }
             headEnded.signal()
         }
-        thread.name = "sluice.fetch.1"
-        thread.start()
         while headEnded.wait(timeout: .now() + .milliseconds(50)) == .timedOut {
             if control.isStopped || reorderWindow?.failed != nil { connectionControl.fail(.cancelled) }
         }
@@ -186,12 +185,17 @@ final class MultiFetch: @unchecked Sendable {
 
     private func startConnection(name: String) {
         workers.enter()
-        let thread = Thread { [self] in
-            work()
+        do {
+            try EngineThread.start("sluice.fetch.\(name)") { [self] in
+                work()
+                workers.leave()
+            }
+        } catch {
+            // Ends the run with that error (exit 6) rather than waiting for a connection
+            // that never runs.
             workers.leave()
+            reorderWindow?.fail(error)
         }
-        thread.name = "sluice.fetch.\(name)"
-        thread.start()
     }
 
     // MARK: one connection
