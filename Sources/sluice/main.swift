@@ -7,7 +7,9 @@ import Sluice
 signal(SIGPIPE, SIG_IGN)
 
 func fail(_ error: SluiceError) -> Never {
-    FileHandle.standardError.write(Data("sluice: \(DisplayText.escaped(error.description))\n".utf8))
+    // Nothing has run yet: no checkpoint, no output to speak of.
+    let line = Advice(writesCheckpoints: false, checkpointLeft: false, toStdout: false, input: "").line(for: error)
+    FileHandle.standardError.write(Data("sluice: \(DisplayText.escaped(line))\n".utf8))
     exit(error.exitCode)
 }
 
