@@ -87,17 +87,17 @@ public final class XzDecoder: ForwardingSink {
         switch phase {
         case .index:
             let used = try index.consume(input)
-            inputOffset += UInt64(used)
+            inputOffset &+= UInt64(used)
             if index.isDone { try endIndex() }
             return used
         case .streamPadding:
             guard let nonzero = input.firstIndex(where: { $0 != 0 }) else {
                 paddingRun &+= UInt64(input.count)
-                inputOffset += UInt64(input.count)
+                inputOffset &+= UInt64(input.count)
                 return input.count
             }
             paddingRun &+= UInt64(nonzero)
-            inputOffset += UInt64(nonzero)
+            inputOffset &+= UInt64(nonzero)
             if nonzero == 0 {
                 guard paddingRun % 4 == 0 else { throw XzFormatError("stream padding is not a multiple of four bytes") }
                 phase = .streamHeader
@@ -112,7 +112,7 @@ public final class XzDecoder: ForwardingSink {
                 // Errors name the offset where the unit began.
                 try handleUnit()
             }
-            inputOffset += UInt64(take)
+            inputOffset &+= UInt64(take)
             return take
         }
     }
@@ -196,7 +196,7 @@ public final class XzDecoder: ForwardingSink {
 
     private func chunkDone(_ unit: UnsafeRawBufferPointer) throws {
         let block = currentBlock
-        block.compressedSize += UInt64(unit.count)
+        block.compressedSize &+= UInt64(unit.count)
         if let declared = block.header.compressedSize, block.compressedSize > declared {
             throw XzFormatError("the block is longer than its header's compressed size \(declared)")
         }
@@ -217,21 +217,21 @@ public final class XzDecoder: ForwardingSink {
 
     private func emit(_ bytes: UnsafeRawBufferPointer, _ block: Block) throws {
         guard !bytes.isEmpty else { return }
-        block.uncompressedSize += UInt64(bytes.count)
+        block.uncompressedSize &+= UInt64(bytes.count)
         if let declared = block.header.uncompressedSize, block.uncompressedSize > declared {
             throw XzFormatError("the block decodes to more than its header's uncompressed size \(declared)")
         }
         block.check.update(bytes)
-        outputOffset += UInt64(bytes.count)
+        outputOffset &+= UInt64(bytes.count)
         try next.write(bytes)
     }
 
     private func endBlock(storedCheck: UnsafeRawBufferPointer) throws {
         let block = currentBlock
         guard storedCheck.elementsEqual(block.check.finalBytes()) else {
-            throw XzFormatError("\(block.check.name) mismatch in block \(blocks.count + 1) of stream \(streamsDone + 1)")
+            throw XzFormatError("\(block.check.name) mismatch in block \(blocks.count &+ 1) of stream \(streamsDone &+ 1)")
         }
-        let unpadded = UInt64(block.header.size) + block.compressedSize + UInt64(checkKind.size)
+        let unpadded = UInt64(block.header.size) &+ block.compressedSize &+ UInt64(checkKind.size)
         blocks.add(unpadded: unpadded, uncompressed: block.uncompressedSize)
         self.block = nil
         phase = .blockStart
@@ -252,10 +252,10 @@ public final class XzDecoder: ForwardingSink {
             throw XzFormatError("stream footer CRC32 mismatch")
         }
         guard unit[8] == 0, unit[9] == streamFlags else { throw XzFormatError("stream footer flags differ from the header's") }
-        guard (UInt64(littleEndian32(unit, at: 4)) + 1) * 4 == index.size + 4 else {
+        guard (UInt64(littleEndian32(unit, at: 4)) + 1) * 4 == index.size &+ 4 else {
             throw XzFormatError("stream footer's backward size disagrees with the index")
         }
-        streamsDone += 1
+        streamsDone &+= 1
         paddingRun = 0
         phase = .streamPadding
     }
@@ -287,7 +287,7 @@ public final class XzDecoder: ForwardingSink {
     public func snapshot() -> XzState {
         XzState(version: XzState.currentVersion, phase: phase, inputOffset: inputOffset, outputOffset: outputOffset,
                 pending: Data(pending.prefix(pendingCount)), streamsDone: streamsDone, paddingRun: paddingRun,
-                streamFlags: streamFlags, blocks: blocks, index: phase == .index ? index : nil,
+                streamFlags: streamFlags, blocks: blocks, index: phase == .index || phase == .streamFooter ? index : nil,
                 block: block.map { b in
                     XzBlockState(header: b.headerBytes, compressedSize: b.compressedSize, uncompressedSize: b.uncompressedSize,
                                  check: b.check.snapshot(), lzma: b.lzma2.snapshot(), filters: b.filters.snapshot())
@@ -326,9 +326,13 @@ public final class XzDecoder: ForwardingSink {
             if let declared = header.uncompressedSize, saved.uncompressedSize > declared { throw XzStateError("the block is past its size") }
             block = restored
         }
-        guard (phase == .index) == (s.index != nil) else { throw XzStateError("index state present outside the index, or missing") }
+        // The footer is checked against the index's size, so the index stays until then.
+        guard (phase == .index || phase == .streamFooter) == (s.index != nil) else {
+            throw XzStateError("index state present outside the index, or missing")
+        }
         if let saved = s.index {
-            guard saved.isPlausible else { throw XzStateError("the index state is out of range") }
+            guard saved.isPlausible || (phase == .streamFooter && saved.isDone) else { throw XzStateError("the index state is out of range") }
+            guard phase == .index || saved.isDone else { throw XzStateError("the index is not complete before the footer") }
             index = saved
         }
         // The gathered unit must be shorter than the unit its phase gathers.

@@ -71,7 +71,7 @@ final class Lzma2Decoder {
         if control < 0x80 {
             (window.buf + start).update(from: payload.baseAddress!.assumingMemoryBound(to: UInt8.self), count: payload.count)
             window.pos += payload.count
-            window.history += UInt64(payload.count)
+            window.history &+= UInt64(payload.count)
         } else {
             if control >= 0xC0 {
                 try setProperties(chunk[5])

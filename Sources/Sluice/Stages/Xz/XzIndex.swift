@@ -48,7 +48,7 @@ public struct XzIndexParser: Codable, Sendable, Equatable {
                 }
                 continue
             }
-            size += 1
+            size &+= 1
             crc = withUnsafeBytes(of: byte) { UInt32(crc32(UInt(crc), $0.baseAddress!.assumingMemoryBound(to: Bytef.self), 1)) }
             switch field {
             case .count:

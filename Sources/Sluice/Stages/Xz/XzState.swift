@@ -9,7 +9,7 @@ public struct XzState: StageStateValue {
     /// Bumped when the meaning of a field changes; other versions are refused.
     public static let currentVersion = 1
 
-    public enum Phase: String, Codable, Sendable {
+    public enum Phase: String, Codable, Sendable, CaseIterable {
         case streamHeader, blockStart, blockHeader, chunk, blockPadding, check, index, streamFooter, streamPadding
     }
 
