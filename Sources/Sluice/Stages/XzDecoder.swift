@@ -358,7 +358,7 @@ extension StageKind {
     static let unxz = StageKind.transform(
         "unxz", options: [.size("memlimit", "largest dictionary accepted (default 256MiB)", in: 1...(1 << 40))],
         summary: "transform: .xz decompression (LZMA2, delta, x86, ARM64; CRC32/CRC64/SHA-256 checked)",
-        cost: { _ in StageCost(nsPerByte: 30, expansion: 4) }, state: XzState.self
+        cost: { _ in StageCost(nsPerByte: 60, expansion: 3.5) }, state: XzState.self
     ) { spec, next, _, saved in
         try XzDecoder(next: next, memoryLimit: spec.option("memlimit").flatMap(UInt64.init) ?? (256 << 20), restoring: saved)
     }
