@@ -49,6 +49,11 @@ struct Runner {
             } else if !pipeline.writesCheckpoints {
                 // Nothing was saved: a rerun starts over rather than resuming.
                 say("\(error)".replacingOccurrences(of: "rerun the same command to resume", with: "rerun the same command to start over"))
+            } else if error != .cancelled, !(pipeline.checkpointPath.map(FileManager.default.fileExists(atPath:)) ?? false) {
+                // The run left nothing behind (it failed before its first byte): there is
+                // nothing to resume, only the cause to fix.
+                say("\(error)".replacingOccurrences(of: "; [^;]*rerun the same command to resume$", with: "; nothing was left on disk: fix that and run the command again",
+                                                    options: .regularExpression))
             } else {
                 say("\(error)")
             }
