@@ -52,12 +52,12 @@ final class XzResumeTests: XCTestCase {
 
     func testRandomCutsResumeExactly() throws {
         let dir = try makeTemporaryDirectory(self)
-        let plain = makeTestData(count: 400_000, seed: 21)
+        let plain = makeTestData(count: 150_000, seed: 21)
         let inputs = try [
             ("single block", "-6"),
-            ("multi-block", "-T2 --block-size=70000 --check=sha256"),
+            ("multi-block", "-T2 --block-size=40000 --check=sha256"),
             ("x86 + delta", "--check=crc32 --delta=dist=2 --x86 --lzma2=preset=2"),
-            ("arm64", "--arm64 --lzma2=preset=1 --block-size=150000"),
+            ("arm64", "--arm64 --lzma2=preset=1 --block-size=60000"),
         ].map { ($0.0, try XzTool.compress(plain, options: $0.1, dir: dir)) }
         let empty = try XzTool.compress([], options: "--check=none", dir: dir)
         var random = SeededRandom(seed: 99)
@@ -80,8 +80,8 @@ final class XzResumeTests: XCTestCase {
     /// Every byte of a small file as a cut, header and trailer fields included.
     func testEveryCutOfASmallFile() throws {
         let dir = try makeTemporaryDirectory(self)
-        let plain = makeTestData(count: 3_000, seed: 22)
-        let xz = try XzTool.compress(plain, options: "--check=sha256 --x86 --lzma2 --block-size=1000", dir: dir)
+        let plain = makeTestData(count: 2_000, seed: 22)
+        let xz = try XzTool.compress(plain, options: "--check=sha256 --x86 --lzma2 --block-size=700", dir: dir)
         var random = SeededRandom(seed: 5)
         var phases = Set<String>()
         for cut in 0...xz.count {
@@ -96,7 +96,7 @@ final class XzResumeTests: XCTestCase {
     /// corrupt-data error — never a crash.
     func testEditedStatesAreRefusedOrHarmless() throws {
         let dir = try makeTemporaryDirectory(self)
-        let plain = makeTestData(count: 200_000, seed: 23)
+        let plain = makeTestData(count: 60_000, seed: 23)
         let xz = try XzTool.compress(plain, options: "--check=crc64 --x86 --lzma2=preset=1", dir: dir)
         var random = SeededRandom(seed: 7)
         var outcomes = [String: Int]()

@@ -308,7 +308,7 @@ public final class XzDecoder: ForwardingSink {
             checkKind = try XzCheck.Kind(streamFlag: s.streamFlags)
         }
         guard phase != .streamPadding || streamsDone > 0 else { throw XzStateError("stream padding before any stream") }
-        let inBlock = [.blockHeader, .chunk, .blockPadding, .check].contains(phase) && phase != .blockHeader
+        let inBlock = [.chunk, .blockPadding, .check].contains(phase)
         guard inBlock == (s.block != nil) else { throw XzStateError("block state present where there is no block, or missing") }
         if let saved = s.block {
             guard saved.header.count >= 8, saved.header.count <= 1024, saved.header.count % 4 == 0,
