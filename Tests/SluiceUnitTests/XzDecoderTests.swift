@@ -156,6 +156,26 @@ final class XzDecoderTests: XCTestCase {
         XCTAssertGreaterThan(rejected, mutants * 9 / 10)
     }
 
+    /// Every bit of every container field — stream header, block header, index, stream
+    /// footer, the check — is covered by a CRC, a magic or a comparison: flipping any is caught.
+    func testEveryContainerBitFlipIsCaught() throws {
+        let dir = try makeTemporaryDirectory(self)
+        let xz = try XzTool.compress(Self.plain(3_000, seed: 12), options: "--check=sha256 --x86 --lzma2", dir: dir)
+        let headerEnd = 12 + (Int(xz[12]) + 1) * 4
+        let backward = (Int(xz[xz.count - 8]) | Int(xz[xz.count - 7]) << 8) + 1
+        let checkStart = xz.count - 12 - backward * 4 - 32
+        var flips = 0
+        for position in Array(0..<headerEnd) + Array(checkStart..<xz.count) {
+            for bit in 0..<8 {
+                var bytes = xz
+                bytes[position] ^= UInt8(1 << bit)
+                assertCorrupt(bytes)
+                flips += 1
+            }
+        }
+        XCTAssertGreaterThan(flips, 8 * (12 + 12 + 32 + 8 + 12))
+    }
+
     /// An index whose record disagrees with the block (its own CRC32 made right again).
     func testWrongIndexIsCaught() throws {
         let dir = try makeTemporaryDirectory(self)
