@@ -22,7 +22,9 @@ struct Arguments {
     var specFile: String?
     var json = false
 
-    static func parse(_ argv: [String]) throws(SluiceError) -> Arguments {
+    /// `environment`: where `CURL_CA_BUNDLE`, `SSL_CERT_FILE` and `SSL_CERT_DIR` are read.
+    static func parse(_ argv: [String],
+                      environment: [String: String] = ProcessInfo.processInfo.environment) throws(SluiceError) -> Arguments {
         var args = Arguments()
         var rest = argv[...]
         var positional: [String] = []
@@ -59,6 +61,13 @@ struct Arguments {
             try option.apply(&args, value)
             if let requested = args.requested { return Arguments(command: requested) }
         }
+
+        // As the curl tool does: a CA bundle or directory from the environment unless --cacert names one.
+        if args.options.http.caCertificate == nil {
+            args.options.http.caCertificate = [environment["CURL_CA_BUNDLE"], environment["SSL_CERT_FILE"]]
+                .compactMap { $0 }.first { !$0.isEmpty }
+        }
+        if let directory = environment["SSL_CERT_DIR"], !directory.isEmpty { args.options.http.caDirectory = directory }
 
         if positional.first == "inspect" {
             guard positional.count == 2 else { throw .usage("inspect takes one checkpoint path: sluice inspect CHECKPOINT [--json]") }
@@ -99,6 +108,14 @@ struct Arguments {
         guard letters.dropLast().allSatisfy(shortFlags.contains),
               let last = letters.last, shortFlags.contains(last) || shortWithValue.contains(last) else { return nil }
         return letters.map { "-\($0)" }
+    }
+
+    /// A number of seconds > 0 (fractions allowed), for the time limits.
+    static func seconds(_ text: String, option: String) throws(SluiceError) -> Double {
+        guard let value = Double(text), value > 0, value.isFinite, value <= 1e9 else {
+            throw .usage("\(option) takes a number of seconds > 0, not '\(text)'")
+        }
+        return value
     }
 
     /// `8MiB`, `512k`, `1G`, `4096`, `0` (see `ByteSize`).

@@ -34,7 +34,10 @@ enum HelpText {
             Section(title: "OPTIONS", intro: nil, entries: CommandOption.all.map { Entry(term: $0.synopsis, text: $0.help) }),
             Section(title: "ENVIRONMENT", intro: nil, entries: [
                 Entry(term: "http_proxy, https_proxy, all_proxy, no_proxy",
-                      text: "proxies for fetch, read by libcurl (lower case, as curl does; HTTP_PROXY is ignored)"),
+                      text: "proxies for fetch, read by libcurl (lower case, as curl does; HTTP_PROXY is ignored); --proxy and --noproxy win"),
+                Entry(term: "CURL_CA_BUNDLE, SSL_CERT_FILE, SSL_CERT_DIR",
+                      text: "CA certificates to trust for https (a PEM file; a hashed directory), as the curl tool reads them; --cacert wins"),
+                Entry(term: "HOME", text: "where --netrc finds .netrc"),
             ]),
             Section(title: "FILES", intro: "Beside a file sink's PATH (every name is refused when a symlink or non-regular file is in the way):", entries: [
                 Entry(term: "PATH.sluice-part", text: "the output while it grows; renamed to PATH only when the whole pipeline succeeded"),
@@ -45,7 +48,7 @@ enum HelpText {
             Section(title: "EXIT STATUS", intro: nil, entries: [
                 Entry(term: "0", text: "success: the output is complete; no partial file, no checkpoint"),
                 Entry(term: "2", text: "usage or spec error, or a checkpoint that cannot be trusted: nothing created or changed"),
-                Entry(term: "3", text: "transfer failed after retries: partial data + checkpoint kept, rerun resumes"),
+                Entry(term: "3", text: "transfer failed after retries, the server contradicted itself, or --max-time passed: partial data + checkpoint kept, rerun resumes"),
                 Entry(term: "4", text: "checksum mismatch: no output; partial data and checkpoint removed"),
                 Entry(term: "5", text: "corrupt compressed data: no output; partial data and checkpoint removed"),
                 Entry(term: "6", text: "local I/O error (disk full, permission): partial data + last good checkpoint kept"),

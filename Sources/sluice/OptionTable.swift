@@ -48,17 +48,45 @@ extension CommandOption {
             args.options.http.retries = n
         },
         CommandOption(["--stall-timeout"], "SECONDS", "an attempt that receives nothing for this long is aborted and retried (default 30)") { args, v throws(SluiceError) in
-            guard let s = Double(v), s > 0, s.isFinite else { throw .usage("--stall-timeout takes a number of seconds > 0, not '\(v)'") }
-            args.options.http.stallTimeout = s
+            args.options.http.stallTimeout = try Arguments.seconds(v, option: "--stall-timeout")
+        },
+        CommandOption(["--speed-limit"], "BYTES/S", "an attempt averaging less than this over --speed-time is aborted and retried, e.g. 10KiB; slow attempts count against --retries (default 0: off)") { args, v throws(SluiceError) in
+            args.options.http.speedLimit = try Arguments.parseSize(v, option: "--speed-limit")
+        },
+        CommandOption(["--speed-time"], "SECONDS", "the window --speed-limit is measured over (default 30)") { args, v throws(SluiceError) in
+            args.options.http.speedTime = try Arguments.seconds(v, option: "--speed-time")
+        },
+        CommandOption(["--max-time"], "SECONDS", "the whole fetch, retries included, may take this long; then exit 3 with the checkpoint kept (default: no limit)") { args, v throws(SluiceError) in
+            args.options.http.maxTime = try Arguments.seconds(v, option: "--max-time")
+        },
+        CommandOption(["--connections"], "N", "ranged connections for each fetch, 1-32 (default: 4 when the server answers ranges and at least 64 MiB remain, else 1); a fetch's connections=N wins") { args, v throws(SluiceError) in
+            guard v.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let n = Int(v), (1...32).contains(n) else {
+                throw .usage("--connections takes a whole number from 1 to 32, not '\(v)'")
+            }
+            args.options.http.connections = n
         },
         CommandOption(["-H", "--header"], "'NAME: VALUE'", "an extra request header (repeatable); never written to a checkpoint or printed") { args, v throws(SluiceError) in
             guard let colon = v.firstIndex(of: ":"), colon != v.startIndex,
-                  !v[..<colon].contains(where: { $0 == " " || $0 == "\t" }) else {
-                throw .usage("-H takes 'Name: value'; the value given is not of that form (not shown: it may be a secret)")
+                  !v[..<colon].contains(where: { $0 == " " || $0 == "\t" }),
+                  !v.unicodeScalars.contains(where: { ($0.value < 0x20 && $0 != "\t") || $0.value == 0x7F }) else {
+                throw .usage("-H takes 'Name: value' on one line; the value given is not of that form (not shown: it may be a secret)")
             }
             args.options.http.headers.append(v)
         },
-        CommandOption(["--cacert"], "FILE", "trust the CA certificates in FILE (PEM)") { args, v throws(SluiceError) in
+        CommandOption(["--proxy"], "URL", "send every request through this proxy (default: the http_proxy, https_proxy and all_proxy environment variables)") { args, v in
+            args.options.http.proxy = v
+        },
+        CommandOption(["--noproxy"], "HOSTS", "comma-separated hosts reached without the proxy, * for all (default: no_proxy)") { args, v in
+            args.options.http.noProxy = v
+        },
+        CommandOption(["--netrc"], nil, "credentials for the host from ~/.netrc (never printed or checkpointed)") { args, _ in
+            args.options.http.netrc = true
+        },
+        CommandOption(["--netrc-file"], "FILE", "credentials for the host from FILE instead of ~/.netrc") { args, v throws(SluiceError) in
+            guard FileManager.default.isReadableFile(atPath: v) else { throw .usage("--netrc-file: cannot read '\(v)'") }
+            args.options.http.netrcFile = v
+        },
+        CommandOption(["--cacert"], "FILE", "trust the CA certificates in FILE (PEM; default: CURL_CA_BUNDLE, else SSL_CERT_FILE, plus the directory SSL_CERT_DIR, else the system store)") { args, v throws(SluiceError) in
             guard FileManager.default.isReadableFile(atPath: v) else { throw .usage("--cacert: cannot read '\(v)'") }
             args.options.http.caCertificate = v
         },

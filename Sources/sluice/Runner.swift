@@ -45,7 +45,7 @@ struct Runner {
                 if pipeline.output == nil {
                     message = message.replacingOccurrences(of: "nothing was written", with: "the bytes already written to stdout are not valid")
                 }
-                say((spec.stages.first?.argument.map { "\($0): " } ?? "stdin: ") + message)
+                say((spec.stages.first?.argument.map { "\(DisplayText.redactedURL($0)): " } ?? "stdin: ") + message)
             } else if !pipeline.writesCheckpoints {
                 // Nothing was saved: a rerun starts over rather than resuming.
                 say("\(error)".replacingOccurrences(of: "rerun the same command to resume", with: "rerun the same command to start over"))
@@ -66,7 +66,7 @@ struct Runner {
     }
 
     private func say(_ line: String) {
-        FileHandle.standardError.write(Data("sluice: \(line)\n".utf8))
+        FileHandle.standardError.write(Data("sluice: \(DisplayText.escaped(line))\n".utf8))
     }
 }
 

@@ -7,7 +7,7 @@ import Sluice
 signal(SIGPIPE, SIG_IGN)
 
 func fail(_ error: SluiceError) -> Never {
-    FileHandle.standardError.write(Data("sluice: \(error)\n".utf8))
+    FileHandle.standardError.write(Data("sluice: \(DisplayText.escaped(error.description))\n".utf8))
     exit(error.exitCode)
 }
 

@@ -157,8 +157,10 @@ public final class Pipeline: Sendable {
 
     /// Why a checkpoint belongs to another pipeline (or cannot be one), or nil.
     private func mismatch(_ checkpoint: Checkpoint, storedAt path: String) -> SluiceError? {
-        guard checkpoint.spec == spec.description else {
-            return .checkpointRefused(path: path, reason: "it was written for a different pipeline ('\(checkpoint.spec)')")
+        // Checkpoints store the spec with URL secrets redacted (older ones stored it whole).
+        guard checkpoint.spec == spec.checkpointIdentity else {
+            let shown = (try? PipelineSpec(parsing: checkpoint.spec))?.redactedDescription ?? "an unreadable spec"
+            return .checkpointRefused(path: path, reason: "it was written for a different pipeline ('\(DisplayText.escaped(shown))')")
         }
         let expected = spec.stages.dropFirst().map(\.name)
         guard checkpoint.stages.map(\.stageName) == expected, checkpoint.source.kind == spec.source.name else {
@@ -194,7 +196,7 @@ public final class Pipeline: Sendable {
     private func attempt(resumingFrom checkpoint: Checkpoint?, store: CheckpointStore?, reached: inout UInt64) throws -> UInt64 {
         // Interval 0 writes no checkpoints; an existing one is still honoured and locked.
         let writer = options.checkpointInterval == 0 ? nil
-            : store.map { CheckpointWriter(store: $0, spec: spec.description, control: control) }
+            : store.map { CheckpointWriter(store: $0, spec: spec.checkpointIdentity, control: control) }
         defer { writer?.stop() }
         let built: StageChain
         do {
@@ -208,7 +210,7 @@ public final class Pipeline: Sendable {
         if let checkpoint { control.progress.emit(.resume(sourceOffset: checkpoint.source.offset)) }
         for note in built.notes { control.progress.emit(.notice(note)) }
         let startOffset = checkpoint?.source.offset ?? 0
-        control.progress.emit(.start(spec: spec.description, total: checkpoint?.source.totalLength, resumedAt: checkpoint?.source.offset))
+        control.progress.emit(.start(spec: spec.redactedDescription, total: checkpoint?.source.totalLength, resumedAt: checkpoint?.source.offset))
         var seal: (@Sendable (Cut) -> Void)?
         if let writer { seal = { cut in writer.submit(cut) } }
         let head = PipelineHead(source: built.source, next: built.first, startOffset: startOffset,

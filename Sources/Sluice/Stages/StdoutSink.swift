@@ -13,6 +13,13 @@ public struct StdoutSinkState: StageStateValue {
     /// Which file stdout was (device and inode): a resume or `--restart` cuts back only that file.
     public var file: FileIdentity?
 
+    public init(bytesWritten: UInt64, fileSize: UInt64? = nil, startFileSize: UInt64? = nil, file: FileIdentity? = nil) {
+        self.bytesWritten = bytesWritten
+        self.fileSize = fileSize
+        self.startFileSize = startFileSize
+        self.file = file
+    }
+
     public var position: StagePosition { StagePosition(input: bytesWritten, output: bytesWritten) }
 }
 
