@@ -12,7 +12,9 @@ let package = Package(
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         .systemLibrary(name: "CIsal", pkgConfig: "libisal", providers: [.apt(["libisal-dev"])]),
-        .target(name: "Sluice", dependencies: ["CZlib", "CCrypto", "CCurl", "CIsal"]),
+        // The .xz decoder's hot loop (LZMA, branch filters, CRC-64): our own C, see Sources/CXz.
+        .target(name: "CXz"),
+        .target(name: "Sluice", dependencies: ["CZlib", "CCrypto", "CCurl", "CIsal", "CXz"]),
         .executableTarget(name: "sluice", dependencies: ["Sluice"]),
         // The README's library example, compiled and run by the test suite.
         .executableTarget(name: "SluiceExample", dependencies: ["Sluice"], path: "Examples/SluiceExample"),
