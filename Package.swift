@@ -12,7 +12,9 @@ let package = Package(
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         .systemLibrary(name: "CIsal", pkgConfig: "libisal", providers: [.apt(["libisal-dev"])]),
-        .target(name: "Sluice", dependencies: ["CZlib", "CCrypto", "CCurl", "CIsal"]),
+        // Sluice's own zstd block decoder (RFC 8878), in C for the per-byte work; its state is saved by the unzstd stage.
+        .target(name: "CZstdDecoder", cSettings: [.unsafeFlags(["-O3"])]),
+        .target(name: "Sluice", dependencies: ["CZlib", "CCrypto", "CCurl", "CIsal", "CZstdDecoder"]),
         .executableTarget(name: "sluice", dependencies: ["Sluice"]),
         // The README's library example, compiled and run by the test suite.
         .executableTarget(name: "SluiceExample", dependencies: ["Sluice"], path: "Examples/SluiceExample"),

@@ -7,6 +7,7 @@ public enum StageRegistry {
         .stdin,
         .verify,
         .gunzip,
+        .unzstd,
         .file,
         .stdout,
     ]
