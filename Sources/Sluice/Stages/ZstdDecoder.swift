@@ -209,7 +209,10 @@ public final class ZstdDecoder: ForwardingSink {
         guard phase == .magic, pendingCount == 0, framesDone > 0 else {
             let whereItStopped: String
             switch phase {
-            case .magic: whereItStopped = framesDone == 0 && pendingCount == 0 ? "no zstd data at all" : "the stream ends inside a frame's magic number"
+            case .magic:
+                whereItStopped = framesDone == 0
+                    ? (pendingCount == 0 ? "no zstd data at all" : "\(pendingCount) bytes are too short for a zstd frame")
+                    : "\(pendingCount) bytes of trailing garbage after frame \(framesDone)"
             case .frameHeader: whereItStopped = "the stream ends inside a frame header"
             case .skippableSize, .skippableContent: whereItStopped = "the stream ends inside a skippable frame"
             case .blockHeader, .block: whereItStopped = "the stream ends inside frame \(framesDone + 1) (truncated)"

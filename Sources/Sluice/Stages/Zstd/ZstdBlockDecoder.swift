@@ -90,11 +90,13 @@ struct ZstdChecksum {
         zsd_xxh64_update(&state, base.assumingMemoryBound(to: UInt8.self), bytes.count)
     }
 
-    /// The low 32 bits of the digest, which is what a frame stores.
-    var low32: UInt32 {
+    var digest: UInt64 {
         var copy = state
-        return UInt32(truncatingIfNeeded: zsd_xxh64_digest(&copy))
+        return zsd_xxh64_digest(&copy)
     }
+
+    /// The low 32 bits of the digest, which is what a frame stores.
+    var low32: UInt32 { UInt32(truncatingIfNeeded: digest) }
 
     var saved: ZstdChecksumState {
         let lanes = [state.lanes.0, state.lanes.1, state.lanes.2, state.lanes.3]
