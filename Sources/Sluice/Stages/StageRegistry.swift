@@ -8,6 +8,7 @@ public enum StageRegistry {
         .verify,
         .gunzip,
         .unzstd,
+        .decompress,
         .file,
         .stdout,
     ]
