@@ -508,7 +508,7 @@ static int literals_section(ZsdDecoder *d, const uint8_t *src, size_t size, cons
 static inline void copy16(uint8_t *dst, const uint8_t *src) { memcpy(dst, src, 16); }
 
 /// Copies `n` bytes in 16-byte steps; may write up to 15 bytes past dst + n.
-static inline void wildcopy(uint8_t *dst, const uint8_t *src, size_t n) {
+static inline __attribute__((always_inline)) void wildcopy(uint8_t *dst, const uint8_t *src, size_t n) {
     uint8_t *end = dst + n;
     do {
         copy16(dst, src);
@@ -517,16 +517,27 @@ static inline void wildcopy(uint8_t *dst, const uint8_t *src, size_t n) {
     } while (dst < end);
 }
 
-/// Copies a match whose source lies in the current segment, `offset` bytes back.
-static inline void match_copy(uint8_t *op, size_t offset, size_t length) {
+/// Copies a match whose source lies in the current segment, `offset` bytes back; may write
+/// up to 15 bytes past op + length.
+static inline __attribute__((always_inline)) void match_copy(uint8_t *op, size_t offset, size_t length) {
     const uint8_t *m = op - offset;
     if (offset >= 16) {
         wildcopy(op, m, length);
-    } else if (offset >= 8) {
-        uint8_t *end = op + length;
-        do { memcpy(op, m, 8); op += 8; m += 8; } while (op < end);
-    } else {
-        for (size_t i = 0; i < length; i++) op[i] = m[i];
+        return;
+    }
+    uint8_t *end = op + length;
+    if (offset < 8) {
+        // Lay down the first 8 bytes one at a time; after that the pattern repeats with a
+        // period that is a multiple of `offset` and at least 8, so 8-byte copies are safe.
+        for (int i = 0; i < 8; i++) op[i] = m[i];
+        static const uint8_t period[8] = {0, 8, 8, 9, 8, 10, 12, 14};
+        op += 8;
+        m = op - period[offset];
+    }
+    while (op < end) {
+        memcpy(op, m, 8);
+        op += 8;
+        m += 8;
     }
 }
 

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Benchmarks/zstd.sh — unzstd against `zstd -dc` on a cached zstd -19 single-frame corpus.
+#
+# Rows: unzstd (read | unzstd | file), unzstd without checkpoints, zstd -dc > file, and
+# unzstd checkpoint cost at the default 8 MiB interval vs none; peak RSS of each.
+# Usage: Benchmarks/zstd.sh [--size MIB] [--runs N]      (needs zstd, hyperfine)
+set -euo pipefail
+export LC_ALL=C
+SCRIPT_DIR=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
+REPO_ROOT=$(cd -- "$SCRIPT_DIR/.." && pwd)
+CACHE_DIR="$SCRIPT_DIR/.corpus"
+SLUICE="$REPO_ROOT/.build/release/sluice"
+SIZE_MIB=256
+RUNS=5
+while (($#)); do
+    case "$1" in
+        --size) SIZE_MIB=$2; shift 2 ;;
+        --runs) RUNS=$2; shift 2 ;;
+        *) echo "usage: $0 [--size MIB] [--runs N]" >&2; exit 2 ;;
+    esac
+done
+log() { printf '[zstd-bench] %s\n' "$*" >&2; }
+
+mkdir -p "$CACHE_DIR"
+CORPUS="$CACHE_DIR/zstd-${SIZE_MIB}MiB-19.zst"
+if [[ ! -f "$CORPUS" ]]; then
+    # Deterministic mixed data: log-like records, words, and incompressible stretches.
+    log "generating ${SIZE_MIB} MiB, zstd -19 (one-time; cached in Benchmarks/.corpus/)"
+    awk -v mib="$SIZE_MIB" 'BEGIN {
+        srand(20261201); split("stream sluice zstd frame block window resume checkpoint barrier offset literal sequence", w, " ")
+        total = mib * 1048576; n = 0
+        while (n < total) {
+            if (rand() < 0.1) { s = ""; for (i = 0; i < 2000; i++) s = s sprintf("%c", 33 + int(rand() * 90)); }
+            else { s = sprintf("{\"id\":%d,\"ts\":%d,\"word\":\"%s\",\"n\":%d}\n", n, 1700000000 + n / 7, w[1 + int(rand() * 12)], int(rand() * 100000)); }
+            printf "%s", s; n += length(s)
+        }
+    }' | head -c $((SIZE_MIB * 1048576)) | zstd -19 -T2 -q -c > "$CORPUS.tmp"
+    mv "$CORPUS.tmp" "$CORPUS"
+fi
+[[ -x "$SLUICE" ]] || (cd "$REPO_ROOT" && swift build -c release --product sluice >&2)
+OUT=$(mktemp -d)
+trap 'rm -rf "$OUT"' EXIT
+zstd -dc "$CORPUS" > "$OUT/reference"
+log "corpus: $(stat -c %s "$CORPUS") bytes -> $(stat -c %s "$OUT/reference") bytes; window $(zstd -lv "$CORPUS" 2>/dev/null | awk '/Window Size/ {print $3, $4}')"
+
+hyperfine --runs "$RUNS" --warmup 1 --export-markdown "$OUT/table.md" \
+    --prepare "rm -f $OUT/a $OUT/a.sluice $OUT/b $OUT/b.sluice" \
+    -n "sluice read | unzstd | file" "$SLUICE 'read $CORPUS | unzstd | file $OUT/a'" \
+    -n "sluice, no checkpoints" "$SLUICE --checkpoint-interval 0 'read $CORPUS | unzstd | file $OUT/b'" \
+    -n "zstd -dc > file" "zstd -dc $CORPUS > $OUT/c"
+cat "$OUT/table.md"
+cmp "$OUT/a" "$OUT/reference" && cmp "$OUT/b" "$OUT/reference" && log "outputs identical to zstd -dc"
+for cmd in "$SLUICE 'read $CORPUS | unzstd | file $OUT/a'" "zstd -dc $CORPUS > $OUT/c"; do
+    rm -f "$OUT/a" "$OUT/a.sluice"
+    rss=$( { /usr/bin/time -f '%M' bash -c "$cmd" ; } 2>&1 | tail -1)
+    printf 'peak RSS %6d KiB  %s\n' "$rss" "${cmd//$OUT\//}"
+done
