@@ -10,7 +10,7 @@ SCRIPT_DIR=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 REPO_ROOT=$(cd -- "$SCRIPT_DIR/.." && pwd)
 CACHE_DIR="$SCRIPT_DIR/.corpus"
 SLUICE="$REPO_ROOT/.build/release/sluice"
-SIZE_MIB=256
+SIZE_MIB=200
 RUNS=5
 while (($#)); do
     case "$1" in
@@ -24,17 +24,22 @@ log() { printf '[zstd-bench] %s\n' "$*" >&2; }
 mkdir -p "$CACHE_DIR"
 CORPUS="$CACHE_DIR/zstd-${SIZE_MIB}MiB-19.zst"
 if [[ ! -f "$CORPUS" ]]; then
-    # Deterministic mixed data: log-like records, words, and incompressible stretches.
-    log "generating ${SIZE_MIB} MiB, zstd -19 (one-time; cached in Benchmarks/.corpus/)"
-    awk -v mib="$SIZE_MIB" 'BEGIN {
-        srand(20261201); split("stream sluice zstd frame block window resume checkpoint barrier offset literal sequence", w, " ")
-        total = mib * 1048576; n = 0
-        while (n < total) {
-            if (rand() < 0.1) { s = ""; for (i = 0; i < 2000; i++) s = s sprintf("%c", 33 + int(rand() * 90)); }
-            else { s = sprintf("{\"id\":%d,\"ts\":%d,\"word\":\"%s\",\"n\":%d}\n", n, 1700000000 + n / 7, w[1 + int(rand() * 12)], int(rand() * 100000)); }
-            printf "%s", s; n += length(s)
-        }
-    }' | head -c $((SIZE_MIB * 1048576)) | zstd -19 -T2 -q -c > "$CORPUS.tmp"
+    # Deterministic mixed data: per MiB, ~0.9 MiB of JSON-lines records and ~0.1 MiB of
+    # AES-CTR keystream (incompressible, but the same on every machine).
+    log "generating ${SIZE_MIB} MiB, zstd -19 -T2 (one-time; cached in Benchmarks/.corpus/)"
+    for ((i = 0; i < SIZE_MIB; i++)); do
+        awk -v seed="$i" 'BEGIN {
+            srand(20261201 + seed); split("stream sluice zstd frame block window resume checkpoint barrier offset literal sequence", w, " ")
+            for (n = 0; n < 943718; n += length(s)) {
+                s = sprintf("{\"id\":%d,\"ts\":%d,\"word\":\"%s\",\"level\":\"%s\",\"n\":%d,\"path\":\"/v1/%s/%d\"}\n",
+                    seed * 100000 + n, 1700000000 + seed * 977 + int(n / 50), w[1 + int(rand() * 12)],
+                    rand() < 0.9 ? "info" : "warn", int(rand() * 100000), w[1 + int(rand() * 12)], int(rand() * 5000))
+                printf "%s", s
+            }
+        }' | head -c 943718
+        openssl enc -aes-128-ctr -nosalt -K 000102030405060708090a0b0c0d0e0f -iv "$(printf '%032x' "$i")" \
+            < /dev/zero 2>/dev/null | head -c $((1048576 - 943718))
+    done | zstd -19 -T2 -q -c > "$CORPUS.tmp"
     mv "$CORPUS.tmp" "$CORPUS"
 fi
 [[ -x "$SLUICE" ]] || (cd "$REPO_ROOT" && swift build -c release --product sluice >&2)
