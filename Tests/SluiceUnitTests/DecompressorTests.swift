@@ -18,12 +18,7 @@ final class DecompressorTests: XCTestCase {
     private func decode(_ bytes: [UInt8], chunk: Int) throws -> (Decompressor, [UInt8]) {
         let sink = MemorySink()
         let d = try Decompressor(next: sink)
-        var i = 0
-        while i < bytes.count {
-            let end = min(bytes.count, i + chunk)
-            try d.write(Array(bytes[i..<end]))
-            i = end
-        }
+        try write(bytes, to: d, chunk: chunk)
         try d.finish()
         return (d, sink.bytes)
     }
@@ -64,7 +59,7 @@ final class DecompressorTests: XCTestCase {
                 let sink = MemorySink()
                 let first = try Decompressor(next: sink)
                 try first.write(Array(compressed[0..<cut]))
-                let checkpoint = try roundTrip(snapshotCut(first, offset: cut))
+                let checkpoint = try roundTripped(takeCut(first, offset: cut, spec: "read x | decompress | stdout"))
                 let state = try XCTUnwrap(checkpoint.stages[0].as(DecompressState.self))
                 XCTAssertEqual(state.position.input, UInt64(cut), "\(name) cut \(cut)")
                 if state.codec == nil { XCTAssertEqual(state.seen, Data(compressed[0..<cut])) }
@@ -101,16 +96,5 @@ final class DecompressorTests: XCTestCase {
             }
             XCTAssertTrue(reason.contains(words), "\(reason) — expected \(words)", file: file, line: line)
         }
-    }
-
-    private func snapshotCut(_ head: ByteSink, offset: Int) throws -> Checkpoint {
-        let box = CutBox()
-        try head.barrier(Cut(source: SourceState(kind: "read", location: "x", offset: UInt64(offset)), onSeal: { box.cut = $0 }))
-        let sealed = try XCTUnwrap(box.cut)
-        return Checkpoint(spec: "read x | decompress | stdout", source: sealed.source, stages: sealed.stages)
-    }
-
-    private func roundTrip(_ checkpoint: Checkpoint) throws -> Checkpoint {
-        try Checkpoint.decode(try checkpoint.encoded(), path: "memory")
     }
 }

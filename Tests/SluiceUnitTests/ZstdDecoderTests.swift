@@ -9,12 +9,7 @@ final class ZstdDecoderTests: XCTestCase {
     static func decode(_ zst: [UInt8], chunk: Int = 65536, windowLimit: UInt64 = 128 << 20) throws -> [UInt8] {
         let sink = MemorySink()
         let decoder = try ZstdDecoder(next: sink, windowLimit: windowLimit)
-        var i = 0
-        while i < zst.count {
-            let end = min(zst.count, i + chunk)
-            try decoder.write(Array(zst[i..<end]))
-            i = end
-        }
+        try write(zst, to: decoder, chunk: chunk)
         try decoder.finish()
         XCTAssertTrue(sink.finished)
         return sink.bytes

@@ -51,7 +51,7 @@ final class ZstdRestoreTests: XCTestCase {
             for cut in points {
                 let first = try Chain()
                 try feed(zst[0..<cut], into: first.decoder, rng: &rng, oneByteWrites: cut % 4 == 0 && cut < 150_000)
-                let checkpoint = try roundTrip(self.cut(first.decoder, offset: cut))
+                let checkpoint = try roundTripped(self.cut(first.decoder, offset: cut))
                 let second = try Chain(checkpoint: checkpoint, previousOutput: first.sink.bytes)
                 try feed(zst[cut...], into: second.decoder, rng: &rng, oneByteWrites: cut % 7 == 0 && zst.count - cut < 20_000)
                 try second.decoder.finish()
@@ -73,7 +73,7 @@ final class ZstdRestoreTests: XCTestCase {
                 let end = min(zst.count, offset + Int.random(in: 1...max(1, zst.count / 8), using: &rng))
                 try feed(zst[offset..<end], into: chain.decoder, rng: &rng, oneByteWrites: false)
                 offset = end
-                chain = try Chain(checkpoint: roundTrip(cut(chain.decoder, offset: offset)), previousOutput: chain.sink.bytes)
+                chain = try Chain(checkpoint: roundTripped(cut(chain.decoder, offset: offset)), previousOutput: chain.sink.bytes)
             }
             try chain.decoder.finish()
             XCTAssertTrue(chain.sink.bytes == plain, name)
@@ -86,7 +86,7 @@ final class ZstdRestoreTests: XCTestCase {
         let chain = try Chain()
         var rng = SeededRandom(seed: 1)
         try feed(zst[0..<(zst.count / 2)], into: chain.decoder, rng: &rng, oneByteWrites: false)
-        let first = try roundTrip(cut(chain.decoder, offset: zst.count / 2))
+        let first = try roundTripped(cut(chain.decoder, offset: zst.count / 2))
         let restored = try Chain(checkpoint: first, previousOutput: chain.sink.bytes)
         XCTAssertEqual(first.stages, try cut(restored.decoder, offset: zst.count / 2).stages)
     }
@@ -103,7 +103,7 @@ final class ZstdRestoreTests: XCTestCase {
                 let cut = Int.random(in: 0...zst.count, using: &rng)
                 let first = try Chain()
                 try feed(zst[0..<cut], into: first.decoder, rng: &rng, oneByteWrites: false)
-                let checkpoint = try roundTrip(self.cut(first.decoder, offset: cut))
+                let checkpoint = try roundTripped(self.cut(first.decoder, offset: cut))
                 let original = try XCTUnwrap(checkpoint.stages[0].as(ZstdState.self))
                 for edit in 0..<Self.edits.count + 20 {
                     var state = original
@@ -117,7 +117,7 @@ final class ZstdRestoreTests: XCTestCase {
                     tried += 1
                     let chain: Chain
                     do {
-                        chain = try Chain(checkpoint: roundTrip(edited), previousOutput: first.sink.bytes)
+                        chain = try Chain(checkpoint: roundTripped(edited), previousOutput: first.sink.bytes)
                     } catch let error as SluiceError {
                         guard case .checkpointRefused = error else { return XCTFail("\(name) edit \(edit): \(error)") }
                         refused += 1
@@ -182,6 +182,10 @@ final class ZstdRestoreTests: XCTestCase {
         { s, _ in s.frame?.blockHeader = nil },
     ]
 
+    private func cut(_ head: ByteSink, offset: Int) throws -> Checkpoint {
+        try takeCut(head, offset: offset, spec: "read x | unzstd | stdout")
+    }
+
     private static func setTable(_ state: inout ZstdState, _ which: Int, _ table: ZstdTableState) {
         if state.frame?.sequenceTables.count == 3 { state.frame!.sequenceTables[which] = table }
     }
@@ -195,16 +199,5 @@ final class ZstdRestoreTests: XCTestCase {
             try bytes[i..<end].withUnsafeBytes { try sink.write($0) }
             i = end
         }
-    }
-
-    private func cut(_ head: ByteSink, offset: Int) throws -> Checkpoint {
-        let box = CutBox()
-        try head.barrier(Cut(source: SourceState(kind: "read", location: "x", offset: UInt64(offset)), onSeal: { box.cut = $0 }))
-        let sealed = try XCTUnwrap(box.cut)
-        return Checkpoint(spec: "read x | unzstd | stdout", source: sealed.source, stages: sealed.stages)
-    }
-
-    private func roundTrip(_ checkpoint: Checkpoint) throws -> Checkpoint {
-        try Checkpoint.decode(try checkpoint.encoded(), path: "memory")
     }
 }

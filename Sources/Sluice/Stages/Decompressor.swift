@@ -158,12 +158,12 @@ public final class Decompressor: ForwardingSink {
 
 extension StageKind {
     static let decompress = StageKind.transform(
-        "decompress", options: [.size("memlimit", "largest zstd window accepted (default 128MiB)", in: 1...(1 << 42))],
+        "decompress", options: [.zstdWindowLimit],
         summary: "transform: gunzip, unxz or unzstd, chosen by the input's magic number",
         cost: { _ in StageCost(nsPerByte: 4, expansion: 4) }, state: DecompressState.self
     ) { spec, next, context, saved in
         try Decompressor(next: next, engine: context.options.engine,
                          resumable: saved != nil || context.options.checkpointInterval > 0,
-                         zstdWindowLimit: spec.option("memlimit").flatMap(UInt64.init) ?? (128 << 20), restoring: saved)
+                         zstdWindowLimit: ZstdDecoder.windowLimit(spec), restoring: saved)
     }
 }

@@ -322,12 +322,24 @@ func hexBytes(_ bytes: UnsafeRawBufferPointer) -> String {
     }.joined(separator: " ")
 }
 
+extension StageOption {
+    /// `memlimit=SIZE`: the largest zstd window accepted (the name `zstd -d --memory=` and unxz use).
+    static let zstdWindowLimit = StageOption.size("memlimit", "largest zstd window accepted (default 128MiB)", in: 1...(1 << 42))
+}
+
+extension ZstdDecoder {
+    /// The window limit a spec asks for, else the default (128 MiB, as `zstd -d`).
+    static func windowLimit(_ spec: StageSpec) -> UInt64 {
+        spec.option("memlimit").flatMap(UInt64.init) ?? (128 << 20)
+    }
+}
+
 extension StageKind {
     static let unzstd = StageKind.transform(
-        "unzstd", options: [.size("memlimit", "largest window accepted (default 128MiB)", in: 1...(1 << 42))],
+        "unzstd", options: [.zstdWindowLimit],
         summary: "transform: zstd decompression (multi-frame, skippable frames, XXH64 and content size checked)",
         cost: { _ in StageCost(nsPerByte: 4, expansion: 4) }, state: ZstdState.self
     ) { spec, next, _, saved in
-        try ZstdDecoder(next: next, windowLimit: spec.option("memlimit").flatMap(UInt64.init) ?? (128 << 20), restoring: saved)
+        try ZstdDecoder(next: next, windowLimit: ZstdDecoder.windowLimit(spec), restoring: saved)
     }
 }
