@@ -27,7 +27,8 @@ if [[ ! -f "$CORPUS" ]]; then
     # Deterministic mixed data: per MiB, ~0.9 MiB of JSON-lines records and ~0.1 MiB of
     # AES-CTR keystream (incompressible, but the same on every machine).
     log "generating ${SIZE_MIB} MiB, zstd -19 -T2 (one-time; cached in Benchmarks/.corpus/)"
-    for ((i = 0; i < SIZE_MIB; i++)); do
+    # (head closes the generators' pipes early: no pipefail inside.)
+    for ((i = 0; i < SIZE_MIB; i++)); do (set +o pipefail
         awk -v seed="$i" 'BEGIN {
             srand(20261201 + seed); split("stream sluice zstd frame block window resume checkpoint barrier offset literal sequence", w, " ")
             for (n = 0; n < 943718; n += length(s)) {
@@ -38,7 +39,7 @@ if [[ ! -f "$CORPUS" ]]; then
             }
         }' | head -c 943718
         openssl enc -aes-128-ctr -nosalt -K 000102030405060708090a0b0c0d0e0f -iv "$(printf '%032x' "$i")" \
-            < /dev/zero 2>/dev/null | head -c $((1048576 - 943718))
+            < /dev/zero 2>/dev/null | head -c $((1048576 - 943718)))
     done | zstd -19 -T2 -q -c > "$CORPUS.tmp"
     mv "$CORPUS.tmp" "$CORPUS"
 fi

@@ -603,9 +603,25 @@ static int sequences_section(ZsdDecoder *d, const uint8_t *src, size_t size, con
         for (size_t n = 0; n < nb_seq; n++) {
             if (pos < 0) return fail(d, "sequences bitstream is too short for %zu sequences", nb_seq);
             SeqCell ll_c = ll_t[ll_s], of_c = of_t[of_s], ml_c = ml_t[ml_s];
-            uint32_t offset_value = of_c.baseline + (uint32_t)backward_read(stream, &pos, of_c.extra);
-            size_t ml = ml_c.baseline + (size_t)backward_read(stream, &pos, ml_c.extra);
-            size_t ll = ll_c.baseline + (size_t)backward_read(stream, &pos, ll_c.extra);
+            // The extra bits are read offset, match length, literal length: one load serves
+            // all three unless a long offset makes them too many for one word.
+            uint32_t offset_value;
+            size_t ml, ll;
+            uint32_t extra = (uint32_t)of_c.extra + ml_c.extra + ll_c.extra;
+            if (__builtin_expect(extra <= 56, 1)) {
+                int64_t p = pos - (int64_t)extra;
+                pos = p;
+                uint64_t w = load64(stream + (p >> 3)) >> (p & 7);
+                ll = ll_c.baseline + (size_t)(w & ((1ull << ll_c.extra) - 1));
+                w >>= ll_c.extra;
+                ml = ml_c.baseline + (size_t)(w & ((1ull << ml_c.extra) - 1));
+                w >>= ml_c.extra;
+                offset_value = of_c.baseline + (uint32_t)(w & ((1ull << of_c.extra) - 1));
+            } else {
+                offset_value = of_c.baseline + (uint32_t)backward_read(stream, &pos, of_c.extra);
+                ml = ml_c.baseline + (size_t)backward_read(stream, &pos, ml_c.extra);
+                ll = ll_c.baseline + (size_t)backward_read(stream, &pos, ll_c.extra);
+            }
             uint32_t offset;
             if (offset_value > 3) {
                 offset = offset_value - 3;
@@ -622,9 +638,15 @@ static int sequences_section(ZsdDecoder *d, const uint8_t *src, size_t size, con
                 }
             }
             if (n + 1 < nb_seq) {
-                ll_s = ll_c.next_base + (uint32_t)backward_read(stream, &pos, ll_c.bits);
-                ml_s = ml_c.next_base + (uint32_t)backward_read(stream, &pos, ml_c.bits);
-                of_s = of_c.next_base + (uint32_t)backward_read(stream, &pos, of_c.bits);
+                // State updates read literal length, match length, offset: at most 26 bits.
+                int64_t p = pos - (int64_t)(ll_c.bits + ml_c.bits + of_c.bits);
+                pos = p;
+                uint64_t w = load64(stream + (p >> 3)) >> (p & 7);
+                of_s = of_c.next_base + (uint32_t)(w & ((1u << of_c.bits) - 1));
+                w >>= of_c.bits;
+                ml_s = ml_c.next_base + (uint32_t)(w & ((1u << ml_c.bits) - 1));
+                w >>= ml_c.bits;
+                ll_s = ll_c.next_base + (uint32_t)(w & ((1u << ll_c.bits) - 1));
             }
             if (ll > (size_t)(lit_end - lit)) return fail(d, "sequence %zu takes more literals than the block has", n);
             if (ll + ml > (size_t)(limit - op)) return fail(d, "sequence %zu writes past the block's maximum size", n);
