@@ -10,7 +10,7 @@ SCRIPT_DIR=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 REPO_ROOT=$(cd -- "$SCRIPT_DIR/.." && pwd)
 CACHE_DIR="$SCRIPT_DIR/.corpus"
 SLUICE="$REPO_ROOT/.build/release/sluice"
-SIZE_MIB=200
+SIZE_MIB=64
 RUNS=5
 while (($#)); do
     case "$1" in
