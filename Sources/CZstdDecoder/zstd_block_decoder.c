@@ -600,78 +600,101 @@ static int sequences_section(ZsdDecoder *d, const uint8_t *src, size_t size, con
         const uint64_t history = out->history;
         const uint8_t *segment_start = out->segment_start;
         const uint8_t *previous_end = out->previous_end;
-        for (size_t n = 0; n < nb_seq; n++) {
-            if (pos < 0) return fail(d, "sequences bitstream is too short for %zu sequences", nb_seq);
-            SeqCell ll_c = ll_t[ll_s], of_c = of_t[of_s], ml_c = ml_t[ml_s];
-            // The extra bits are read offset, match length, literal length: one load serves
-            // all three unless a long offset makes them too many for one word.
-            uint32_t offset_value;
-            size_t ml, ll;
-            uint32_t extra = (uint32_t)of_c.extra + ml_c.extra + ll_c.extra;
-            if (__builtin_expect(extra <= 56, 1)) {
-                int64_t p = pos - (int64_t)extra;
-                pos = p;
-                uint64_t w = load64(stream + (p >> 3)) >> (p & 7);
-                ll = ll_c.baseline + (size_t)(w & ((1ull << ll_c.extra) - 1));
-                w >>= ll_c.extra;
-                ml = ml_c.baseline + (size_t)(w & ((1ull << ml_c.extra) - 1));
-                w >>= ml_c.extra;
-                offset_value = of_c.baseline + (uint32_t)(w & ((1ull << of_c.extra) - 1));
-            } else {
-                offset_value = of_c.baseline + (uint32_t)backward_read(stream, &pos, of_c.extra);
-                ml = ml_c.baseline + (size_t)backward_read(stream, &pos, ml_c.extra);
-                ll = ll_c.baseline + (size_t)backward_read(stream, &pos, ll_c.extra);
+        // Sequences are decoded LOOKAHEAD ahead of being executed, and each match's source is
+        // prefetched when it is decoded: with a window of megabytes most match sources are
+        // cache misses, and this hides them behind the work in between.
+        enum { LOOKAHEAD = 8 };
+        struct { size_t ll, ml; uint32_t offset; } queue[LOOKAHEAD];
+        uintptr_t future = (uintptr_t)op;  // where the next decoded sequence's literals will go
+        for (size_t n = 0; n < nb_seq + LOOKAHEAD; n++) {
+            // Execute sequence n - LOOKAHEAD first: its queue slot is the one decoding n refills.
+            if (n >= LOOKAHEAD) {
+                const size_t k = n - LOOKAHEAD;
+                const size_t ll = queue[k % LOOKAHEAD].ll, ml = queue[k % LOOKAHEAD].ml;
+                const uint32_t offset = queue[k % LOOKAHEAD].offset;
+                if (ll > (size_t)(lit_end - lit)) return fail(d, "sequence %zu takes more literals than the block has", k);
+                if (ll + ml > (size_t)(limit - op)) return fail(d, "sequence %zu writes past the block's maximum size", k);
+                wildcopy(op, lit, ll);
+                op += ll;
+                lit += ll;
+                uint64_t reach = history + (uint64_t)(op - block_start);
+                if (offset > reach || offset > window)
+                    return fail(d, "sequence %zu refers %u bytes back, before the start of the %s", k, offset,
+                                offset > window ? "window" : "frame");
+                size_t in_segment = (size_t)(op - segment_start);
+                if (offset <= in_segment) {
+                    match_copy(op, offset, ml);
+                    op += ml;
+                } else {
+                    // The match starts in the older segment of the ring: copy that part exactly.
+                    const uint8_t *m = previous_end - (offset - in_segment);
+                    size_t first = (size_t)(previous_end - m);
+                    if (first > ml) first = ml;
+                    memcpy(op, m, first);
+                    op += first;
+                    if (ml > first) {
+                        match_copy(op, offset, ml - first);
+                        op += ml - first;
+                    }
+                }
             }
-            uint32_t offset;
-            if (offset_value > 3) {
-                offset = offset_value - 3;
-                r2 = r1; r1 = r0; r0 = offset;
-            } else {
-                uint32_t index = offset_value - 1 + (ll == 0);
-                if (index == 0) offset = r0;
-                else if (index == 1) { offset = r1; r1 = r0; r0 = offset; }
-                else if (index == 2) { offset = r2; r2 = r1; r1 = r0; r0 = offset; }
-                else {
-                    offset = r0 - 1;
-                    if (offset == 0) return fail(d, "sequence %zu repeats an offset of 0", n);
+            if (n < nb_seq) {
+                if (pos < 0) return fail(d, "sequences bitstream is too short for %zu sequences", nb_seq);
+                SeqCell ll_c = ll_t[ll_s], of_c = of_t[of_s], ml_c = ml_t[ml_s];
+                // The extra bits are read offset, match length, literal length: one load serves
+                // all three unless a long offset makes them too many for one word.
+                uint32_t offset_value;
+                size_t ml, ll;
+                uint32_t extra = (uint32_t)of_c.extra + ml_c.extra + ll_c.extra;
+                if (__builtin_expect(extra <= 56, 1)) {
+                    int64_t p = pos - (int64_t)extra;
+                    pos = p;
+                    uint64_t w = load64(stream + (p >> 3)) >> (p & 7);
+                    ll = ll_c.baseline + (size_t)(w & ((1ull << ll_c.extra) - 1));
+                    w >>= ll_c.extra;
+                    ml = ml_c.baseline + (size_t)(w & ((1ull << ml_c.extra) - 1));
+                    w >>= ml_c.extra;
+                    offset_value = of_c.baseline + (uint32_t)(w & ((1ull << of_c.extra) - 1));
+                } else {
+                    offset_value = of_c.baseline + (uint32_t)backward_read(stream, &pos, of_c.extra);
+                    ml = ml_c.baseline + (size_t)backward_read(stream, &pos, ml_c.extra);
+                    ll = ll_c.baseline + (size_t)backward_read(stream, &pos, ll_c.extra);
+                }
+                uint32_t offset;
+                if (offset_value > 3) {
+                    offset = offset_value - 3;
                     r2 = r1; r1 = r0; r0 = offset;
+                } else {
+                    uint32_t index = offset_value - 1 + (ll == 0);
+                    if (index == 0) offset = r0;
+                    else if (index == 1) { offset = r1; r1 = r0; r0 = offset; }
+                    else if (index == 2) { offset = r2; r2 = r1; r1 = r0; r0 = offset; }
+                    else {
+                        offset = r0 - 1;
+                        if (offset == 0) return fail(d, "sequence %zu repeats an offset of 0", n);
+                        r2 = r1; r1 = r0; r0 = offset;
+                    }
                 }
-            }
-            if (n + 1 < nb_seq) {
-                // State updates read literal length, match length, offset: at most 26 bits.
-                int64_t p = pos - (int64_t)(ll_c.bits + ml_c.bits + of_c.bits);
-                pos = p;
-                uint64_t w = load64(stream + (p >> 3)) >> (p & 7);
-                of_s = of_c.next_base + (uint32_t)(w & ((1u << of_c.bits) - 1));
-                w >>= of_c.bits;
-                ml_s = ml_c.next_base + (uint32_t)(w & ((1u << ml_c.bits) - 1));
-                w >>= ml_c.bits;
-                ll_s = ll_c.next_base + (uint32_t)(w & ((1u << ll_c.bits) - 1));
-            }
-            if (ll > (size_t)(lit_end - lit)) return fail(d, "sequence %zu takes more literals than the block has", n);
-            if (ll + ml > (size_t)(limit - op)) return fail(d, "sequence %zu writes past the block's maximum size", n);
-            wildcopy(op, lit, ll);
-            op += ll;
-            lit += ll;
-            uint64_t reach = history + (uint64_t)(op - block_start);
-            if (offset > reach || offset > window)
-                return fail(d, "sequence %zu refers %u bytes back, before the start of the %s", n, offset,
-                            offset > window ? "window" : "frame");
-            size_t in_segment = (size_t)(op - segment_start);
-            if (offset <= in_segment) {
-                match_copy(op, offset, ml);
-                op += ml;
-            } else {
-                // The match starts in the older segment of the ring: copy that part exactly.
-                const uint8_t *m = previous_end - (offset - in_segment);
-                size_t first = (size_t)(previous_end - m);
-                if (first > ml) first = ml;
-                memcpy(op, m, first);
-                op += first;
-                if (ml > first) {
-                    match_copy(op, offset, ml - first);
-                    op += ml - first;
+                if (n + 1 < nb_seq) {
+                    // State updates read literal length, match length, offset: at most 26 bits.
+                    int64_t p = pos - (int64_t)(ll_c.bits + ml_c.bits + of_c.bits);
+                    pos = p;
+                    uint64_t w = load64(stream + (p >> 3)) >> (p & 7);
+                    of_s = of_c.next_base + (uint32_t)(w & ((1u << of_c.bits) - 1));
+                    w >>= of_c.bits;
+                    ml_s = ml_c.next_base + (uint32_t)(w & ((1u << ml_c.bits) - 1));
+                    w >>= ml_c.bits;
+                    ll_s = ll_c.next_base + (uint32_t)(w & ((1u << ll_c.bits) - 1));
                 }
+                queue[n % LOOKAHEAD].ll = ll;
+                queue[n % LOOKAHEAD].ml = ml;
+                queue[n % LOOKAHEAD].offset = offset;
+                // Integer arithmetic: a corrupt offset may point anywhere, and a prefetch cannot fault.
+                future += ll;
+                uintptr_t in_segment = future - (uintptr_t)segment_start;
+                uintptr_t source = offset <= in_segment ? future - offset : (uintptr_t)previous_end - (offset - in_segment);
+                __builtin_prefetch((const void *)source);
+                future += ml;
             }
         }
         if (pos != 0) return fail(d, "sequences bitstream has %s", pos < 0 ? "too few bits" : "bits left over");
