@@ -50,9 +50,10 @@ zstd -dc "$CORPUS" > "$OUT/reference"
 log "corpus: $(stat -c %s "$CORPUS") bytes -> $(stat -c %s "$OUT/reference") bytes; window $(zstd -lv "$CORPUS" 2>/dev/null | awk '/Window Size/ {print $3, $4}')"
 
 hyperfine --runs "$RUNS" --warmup 1 --export-markdown "$OUT/table.md" \
-    --prepare "rm -f $OUT/a $OUT/a.sluice $OUT/b $OUT/b.sluice" \
+    --prepare "rm -f $OUT/a $OUT/a.sluice $OUT/b $OUT/b.sluice $OUT/d $OUT/d.sluice" \
     -n "sluice read | unzstd | file" "$SLUICE 'read $CORPUS | unzstd | file $OUT/a'" \
     -n "sluice, no checkpoints" "$SLUICE --checkpoint-interval 0 'read $CORPUS | unzstd | file $OUT/b'" \
+    -n "sluice, checkpoint every 64MiB" "$SLUICE --checkpoint-interval 64MiB 'read $CORPUS | unzstd | file $OUT/d'" \
     -n "zstd -dc > file" "zstd -dc $CORPUS > $OUT/c"
 cat "$OUT/table.md"
 rm -f "$OUT/a" "$OUT/a.sluice"
