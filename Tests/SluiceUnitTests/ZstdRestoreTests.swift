@@ -28,6 +28,9 @@ final class ZstdRestoreTests: XCTestCase {
             ("single frame -19", try zstdCompress(text, "-19", in: dir), text),
             ("single frame --ultra -22, streamed", try zstdCompress(text, "--ultra -22", streamed: true, in: dir), text),
             ("multi-frame", multi, Array(text.prefix(100_000)) + runs + random),
+            // A 128 KiB window: the output ring wraps every few blocks, so cuts land with the
+            // window split across its two segments.
+            ("small window, wrapping ring", try zstdCompress(text, "-5 --zstd=wlog=17", in: dir), text),
         ]
     }
 
