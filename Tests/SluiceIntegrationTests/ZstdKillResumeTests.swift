@@ -31,6 +31,13 @@ final class ZstdKillResumeTests: XCTestCase {
         return made
     }
 
+    /// The fixture is shared by the tests of this class; it goes when they are done.
+    override class func tearDown() {
+        if let raw = fixture?.raw { try? FileManager.default.removeItem(atPath: (raw as NSString).deletingLastPathComponent) }
+        fixture = nil
+        super.tearDown()
+    }
+
     func testKillLoopUnzstd() throws {
         try requireSlowTests()
         let f = try Self.makeFixture()
