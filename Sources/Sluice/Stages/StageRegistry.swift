@@ -8,6 +8,8 @@ public enum StageRegistry {
         .verify,
         .gunzip,
         .unxz,
+        .unzstd,
+        .decompress,
         .file,
         .stdout,
     ]
