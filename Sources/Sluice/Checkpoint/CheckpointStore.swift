@@ -7,14 +7,31 @@ import Glibc
 /// (temporary file, fsync, rename, directory fsync; mode 0600).
 public final class CheckpointStore: @unchecked Sendable {
     public let path: String
+    /// Where the `CheckpointKey` that seals and checks this checkpoint lives.
+    public let keyDirectory: String
     private var temporaryPath: String { path + ".tmp" }
-    public init(path: String) {
+    private let keyLock = NSLock()
+    private var sealingKey: CheckpointKey?
+
+    public init(path: String, keyDirectory: String = CheckpointKey.directory()) {
         self.path = path
+        self.keyDirectory = keyDirectory
+    }
+
+    /// The key to seal with, made on first use (read once per store).
+    private func keyForSaving() throws -> CheckpointKey {
+        keyLock.lock()
+        defer { keyLock.unlock() }
+        if let sealingKey { return sealingKey }
+        let key = try CheckpointKey.loadOrCreate(in: keyDirectory)
+        sealingKey = key
+        return key
     }
 
     public var exists: Bool { POSIX.exists(path) }
 
-    /// The stored checkpoint, nil when there is none; refuses one it cannot trust.
+    /// The stored checkpoint, nil when there is none; refuses one it cannot read, and
+    /// throws `CheckpointDistrust` for one it cannot authenticate.
     public func load() throws -> Checkpoint? {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else {
@@ -37,11 +54,11 @@ public final class CheckpointStore: @unchecked Sendable {
                 throw SluiceError.checkpointRefused(path: path, reason: "it is far too large to be a checkpoint")
             }
         }
-        return try Checkpoint.decode(data, path: path)
+        return try Checkpoint.decode(data, path: path, key: try CheckpointKey.existing(in: keyDirectory))
     }
 
     public func save(_ checkpoint: Checkpoint) throws {
-        let data = try checkpoint.encoded()
+        let data = try checkpoint.encoded(key: try keyForSaving())
         let fd = open(temporaryPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw SluiceError.io(path: temporaryPath, operation: "create", errno: errno) }
         do {

@@ -70,7 +70,7 @@ public final class Pipeline: Sendable {
             throw SluiceError.usage("\(spec.source.name) cannot be resumed, so it takes no --checkpoint; read from a file or URL to make the run resumable")
         }
         try output?.preflight()
-        let store = checkpointPath.map(CheckpointStore.init(path:))
+        let store = checkpointPath.map { CheckpointStore(path: $0) }
         let locks = runLocks()
         var taken: [RunLock] = []
         var refusedCheckpoint = false
@@ -86,6 +86,7 @@ public final class Pipeline: Sendable {
         }
 
         var checkpoint: Checkpoint?
+        var restartReason: String?
         if let store {
             if options.restart {
                 // Appending to a file on stdout: take back what the abandoned run added.
@@ -98,6 +99,16 @@ public final class Pipeline: Sendable {
                 do {
                     checkpoint = try store.load()
                     if let checkpoint { try check(checkpoint, storedAt: store.path) }
+                } catch let distrust as CheckpointDistrust {
+                    // Only its own output can be thrown away; stdout already went out.
+                    guard output != nil else {
+                        refusedCheckpoint = true
+                        throw SluiceError.checkpointRefused(path: distrust.path, reason: "cannot trust it: \(distrust.reason)")
+                    }
+                    restartReason = "cannot trust checkpoint \(distrust.path): \(distrust.reason); starting over from zero"
+                    control.progress.emit(.restart(reason: restartReason ?? ""))
+                    store.remove()
+                    discardPartialOutput()
                 } catch {
                     refusedCheckpoint = true
                     throw error
@@ -105,8 +116,8 @@ public final class Pipeline: Sendable {
             }
         }
 
-        var restartReason: String?
         let resumedAt = checkpoint?.source.offset
+        var startedOver = false
         while true {
             do {
                 let sourceBytes = try runOnce(resumingFrom: checkpoint, store: store)
@@ -117,14 +128,14 @@ public final class Pipeline: Sendable {
                 guard output != nil else {
                     throw SluiceError.remoteChanged(url: changed.location, reason: changed.reason)
                 }
-                guard restartReason == nil else {
+                guard !startedOver else {
                     throw SluiceError.transfer(url: changed.location, reason: "it changed again while starting over (\(changed.reason))")
                 }
                 let since = checkpoint == nil ? "during the transfer" : "since the checkpoint"
                 restartReason = "\(changed.location) changed \(since) (\(changed.reason)); starting over from zero"
-            } catch FileSinkError.partialTooShort(let path, let expected) {
-                guard restartReason == nil else { throw SluiceError.io(path: path, operation: "resume", errno: EIO) }
-                restartReason = "\(path) is shorter than the \(expected) bytes the checkpoint records; starting over from zero"
+            } catch let partial as FileSinkError {
+                guard checkpoint != nil else { throw SluiceError.io(path: partial.path, operation: "resume", errno: EIO) }
+                restartReason = "\(partial.problem); starting over from zero"
             } catch let error as SluiceError {
                 if case .checkpointRefused = error { refusedCheckpoint = true }
                 // Without a checkpoint nothing can ever resume the partial output.
@@ -134,7 +145,8 @@ public final class Pipeline: Sendable {
                 }
                 throw error
             }
-            control.progress.emit(.restart(reason: restartReason!))
+            control.progress.emit(.restart(reason: restartReason ?? "starting over from zero"))
+            startedOver = true
             store?.remove()
             discardPartialOutput()
             checkpoint = nil

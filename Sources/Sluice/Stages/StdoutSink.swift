@@ -10,6 +10,9 @@ public struct StdoutSinkState: StageStateValue {
     public var fileSize: UInt64?
     /// Its size when the run first began: `--restart` cuts it back there.
     public var startFileSize: UInt64?
+    /// CRC-64 of the bytes written: a resume onto the same regular file reads the last
+    /// `bytesWritten` bytes before `fileSize` back and compares.
+    public var crc64: UInt64 = 0
 
     public var position: StagePosition { StagePosition(input: bytesWritten, output: bytesWritten) }
 }
@@ -24,6 +27,7 @@ public final class StdoutSink: TerminalSink {
     private var bytesWritten: UInt64
     private let isFile: Bool
     private let startFileSize: UInt64?
+    private var checksum: OutputChecksum
     /// What the resume did to stdout, for the run's report.
     public private(set) var resumeNote: String?
 
@@ -32,7 +36,13 @@ public final class StdoutSink: TerminalSink {
         isFile = POSIX.isRegularFile(fd)
         bytesWritten = state?.bytesWritten ?? 0
         startFileSize = state?.startFileSize ?? (isFile ? POSIX.fileSize(fd) : nil)
+        checksum = OutputChecksum(state?.crc64 ?? 0)
         guard let state else { return }
+        // Offsets reach off_t: anything past its range is not from a real run.
+        let limit = UInt64(Int64.max)
+        guard state.bytesWritten <= limit, (state.fileSize ?? 0) <= limit, (state.startFileSize ?? 0) <= limit else {
+            throw SluiceError.checkpointRefused(path: "(stdout)", reason: "the stdout state is malformed: an offset beyond \(limit)")
+        }
         if isFile, let size = state.fileSize {
             // A file shorter than at the cut was truncated (`>` instead of `>>`): what the
             // interrupted run wrote is gone, and resuming would leave only the tail.
@@ -41,10 +51,32 @@ public final class StdoutSink: TerminalSink {
                     path: "(stdout)",
                     reason: "stdout is a file shorter than the \(size) bytes it had at the checkpoint (append with >> to the same file to resume)")
             }
+            try Self.checkWritten(state, endingAt: size, in: fd)
             try POSIX.truncate(fd, to: size, path: "stdout")
         } else {
             resumeNote = "stdout continues at output byte \(state.bytesWritten); bytes before it were written by the interrupted run"
         }
+    }
+
+    /// The bytes this sink wrote before the cut end at `size` in the file on stdout; they
+    /// must still be the bytes it wrote. Stdout is open for writing only, so the file is
+    /// reopened for reading through /proc and checked to be the same file.
+    private static func checkWritten(_ state: StdoutSinkState, endingAt size: UInt64, in fd: Int32) throws {
+        guard state.bytesWritten > 0 else { return }
+        let changed = SluiceError.remoteChanged(
+            url: "the file on stdout",
+            reason: "the \(state.bytesWritten) bytes written to it before the checkpoint are no longer the same")
+        guard size >= state.bytesWritten else { throw changed }
+        let reader = open("/proc/self/fd/\(fd)", O_RDONLY | O_CLOEXEC)
+        guard reader >= 0 else { throw SluiceError.io(path: "stdout", operation: "reopen for reading", errno: errno) }
+        defer { close(reader) }
+        var mine = stat(), theirs = stat()
+        guard fstat(fd, &mine) == 0, fstat(reader, &theirs) == 0,
+              mine.st_dev == theirs.st_dev, mine.st_ino == theirs.st_ino else {
+            throw SluiceError.io(path: "stdout", operation: "reopen for reading", errno: ESTALE)
+        }
+        let read = try OutputChecksum.of(reader, from: size - state.bytesWritten, count: state.bytesWritten, path: "stdout")
+        guard read == OutputChecksum(state.crc64) else { throw changed }
     }
 
     /// `--restart` with stdout appending to a file: drop what the abandoned run added.
@@ -56,13 +88,15 @@ public final class StdoutSink: TerminalSink {
 
     public func write(_ bytes: UnsafeRawBufferPointer) throws {
         try POSIX.writeAll(fd, bytes, path: "stdout")
+        checksum.update(bytes)
         bytesWritten &+= UInt64(bytes.count)
     }
 
     public var notices: [String] { resumeNote.map { [$0] } ?? [] }
 
     public func snapshot() -> StdoutSinkState {
-        StdoutSinkState(bytesWritten: bytesWritten, fileSize: isFile ? POSIX.fileSize(fd) : nil, startFileSize: startFileSize)
+        StdoutSinkState(bytesWritten: bytesWritten, fileSize: isFile ? POSIX.fileSize(fd) : nil,
+                        startFileSize: startFileSize, crc64: checksum.value)
     }
 
     public func durability() throws -> (@Sendable () throws -> Void)? {
