@@ -1,0 +1,186 @@
+import CIsal
+
+/// Checks on an ISA-L `inflate_state` (the layout of the version `IsalInflater.layout`
+/// names): whether a restored one stays inside what the library can take, and whether
+/// the Huffman codes of the current block are complete, as zlib demands.
+///
+/// The lookup tables are checked rather than rebuilt: ISA-L does not say where a block's
+/// header lies, so there is nothing to rebuild them from. Their entries are read with the
+/// library's own layout — a short table indexed by the next 12 (literal/length) or 10
+/// (distance) bits whose entries hold a symbol and its code length, or, flagged, the
+/// start and width of a run in the long table for longer codes.
+enum IsalStateCheck {
+    // Large (literal/length) table entries.
+    private static let largeFlag: UInt32 = 1 << 25
+    private static let largeIndexMask: UInt32 = (1 << 25) - 1
+    private static let largeShortBits = Int(ISAL_DECODE_LONG_BITS)
+    // Small (distance) table entries.
+    private static let smallFlag: UInt16 = 1 << 10
+    private static let smallShortBits = Int(ISAL_DECODE_SHORT_BITS)
+
+    /// What is out of range in a restored state, or nil. `memberLength` is what the
+    /// member has produced so far by the gzip state that holds it.
+    static func problem(in state: UnsafePointer<inflate_state>, memberLength: UInt64) -> String? {
+        let s = UnsafeRawPointer(state)
+        func field<T>(_ path: KeyPath<inflate_state, T>, _: T.Type) -> T {
+            s.load(fromByteOffset: MemoryLayout<inflate_state>.offset(of: path) ?? 0, as: T.self)
+        }
+        let tmpIn = Int(ISAL_DEF_MAX_HDR_SIZE)
+        let blockState = field(\.block_state, isal_block_state.self)
+        let readInLength = field(\.read_in_length, Int32.self)
+        let tmpOutValid = field(\.tmp_out_valid, Int32.self)
+        let states: [isal_block_state] = [ISAL_BLOCK_NEW_HDR, ISAL_BLOCK_HDR, ISAL_BLOCK_TYPE0, ISAL_BLOCK_CODED,
+                                           ISAL_BLOCK_INPUT_DONE, ISAL_BLOCK_FINISH]
+        let checks: [(Bool, String)] = [
+            (states.contains(blockState), "block_state"),
+            ((0...64).contains(readInLength), "read_in_length"),
+            (readInLength == 64 || field(\.read_in, UInt64.self) >> UInt64(max(0, min(63, readInLength))) == 0, "read_in"),
+            ((0...Int32(tmpIn)).contains(Int32(field(\.tmp_in_size, Int16.self))), "tmp_in_size"),
+            // tmp_out_buffer: 2 × 32 KiB of history plus ISAL_LOOK_AHEAD (288).
+            ((0...Int32(2 * 32768 + 288)).contains(tmpOutValid), "tmp_out_valid"),
+            ((0...max(0, tmpOutValid)).contains(field(\.tmp_out_processed, Int32.self)), "tmp_out_processed"),
+            (field(\.total_out, UInt32.self) == UInt32(truncatingIfNeeded: memberLength), "total_out"),
+            (field(\.bfinal, UInt32.self) <= 1, "bfinal"),
+            (field(\.hist_bits, UInt32.self) <= 15, "hist_bits"),
+            (field(\.dict_length, UInt32.self) <= 32768, "dict_length"),
+            ((0...65535).contains(state.pointee.type0_block_len), "type0_block_len"),
+            ((0...258).contains(field(\.copy_overflow_length, Int32.self)), "copy_overflow_length"),
+            ((0...32768).contains(field(\.copy_overflow_distance, Int32.self)), "copy_overflow_distance"),
+            ((0...258).contains(field(\.write_overflow_len, Int32.self)), "write_overflow_len"),
+            (field(\.wrapper_flag, Int16.self) == 0, "wrapper_flag"),
+            (field(\.crc_flag, UInt32.self) == UInt32(ISAL_DEFLATE), "crc_flag"),
+        ]
+        if let failed = checks.first(where: { !$0.0 }) { return failed.1 }
+        guard blockState == ISAL_BLOCK_CODED else { return nil }
+        if !large(s).indexesInRange { return "literal/length lookup table" }
+        if !small(s).indexesInRange { return "distance lookup table" }
+        return nil
+    }
+
+    /// Why the current block's codes are incomplete, or nil. Like zlib, a code with a
+    /// single symbol of length one is allowed incomplete, and a block may have no
+    /// distance codes. ISA-L builds the fixed codes without their two unused symbols
+    /// (literal/length 286 and 287, distance 30 and 31), which leaves those slots empty.
+    static func incompleteCode(in state: UnsafePointer<inflate_state>) -> String? {
+        let s = UnsafeRawPointer(state)
+        let table = large(s)
+        let literals = table.coverage()
+        if literals.holes > 0 && !literals.isSingleLengthOne && !table.isFixedLiteralCode(holes: literals.holes) {
+            return "invalid literal/lengths set (incomplete Huffman code)"
+        }
+        let distances = small(s).coverage()
+        let fixed = distances.onlyLength == 5 && distances.holes == distances.span / 16
+        if distances.holes > 0 && distances.holes < distances.span && !distances.isSingleLengthOne && !fixed {
+            return "invalid distances set (incomplete Huffman code)"
+        }
+        return nil
+    }
+
+    /// A lookup table read in place, with how to read its entries.
+    struct Table {
+        let base: UnsafeRawPointer
+        let shortCount: Int
+        let shortStride: Int
+        let longCount: Int
+        let shortBits: Int
+        /// For a flagged short entry: the long run's start and the longest code length.
+        let run: (UInt32) -> (start: Int, maxLength: Int)?
+        let shortLength: (UInt32) -> Int
+        let symbol: (UInt32) -> UInt32
+
+        func short(_ i: Int) -> UInt32 {
+            shortStride == 4 ? base.load(fromByteOffset: 4 * i, as: UInt32.self)
+                : UInt32(base.load(fromByteOffset: 2 * i, as: UInt16.self))
+        }
+
+        func long(_ i: Int) -> UInt16 {
+            base.load(fromByteOffset: shortStride * shortCount + 2 * i, as: UInt16.self)
+        }
+
+        /// Whether the only empty slots are those of fixed-code symbols 286 and 287 (8-bit
+        /// codes 1100011x, so every index whose first 7 bits are that prefix) and the table
+        /// starts like the fixed code (0000000 is symbol 256, 7 bits long).
+        func isFixedLiteralCode(holes: Int) -> Bool {
+            let prefix = 0b1100011
+            guard holes == shortCount / 128, shortLength(short(0)) == 7, symbol(short(0)) == 256 else { return false }
+            var i = prefix
+            while i < shortCount {
+                if run(short(i)) != nil || shortLength(short(i)) != 0 { return false }
+                i += 128
+            }
+            return true
+        }
+
+        /// Every flagged short entry sends the decoder to a run inside the long table.
+        var indexesInRange: Bool {
+            for i in 0..<shortCount {
+                guard let run = run(short(i)) else { continue }
+                guard run.maxLength > shortBits, run.maxLength <= 21,
+                      run.start + (1 << (run.maxLength - shortBits)) <= longCount else { return false }
+            }
+            return true
+        }
+
+        struct Coverage {
+            var holes = 0
+            var span = 0
+            /// The one code length every code has, or nil (several, or none).
+            var onlyLength: Int?
+            var mixedLengths = false
+            var firstSymbol: UInt32?
+            var mixedSymbols = false
+            var isSingleLengthOne: Bool { onlyLength == 1 && !mixedLengths && !mixedSymbols }
+
+            mutating func saw(length: Int, symbol: UInt32?) {
+                if let only = onlyLength, only != length { mixedLengths = true }
+                if onlyLength == nil { onlyLength = length }
+                guard let symbol else { mixedSymbols = true; return }
+                if let first = firstSymbol, first != symbol { mixedSymbols = true }
+                if firstSymbol == nil { firstSymbol = symbol }
+            }
+        }
+
+        /// Counts the slots no code fills, over the whole code space (long runs included).
+        func coverage() -> Coverage {
+            var c = Coverage()
+            c.span = shortCount
+            for i in 0..<shortCount {
+                let entry = short(i)
+                if let run = run(entry) {
+                    let end = min(longCount, run.start + (1 << max(0, min(20, run.maxLength - shortBits))))
+                    var j = min(run.start, end)
+                    while j < end {
+                        if long(j) >> 10 == 0 { c.holes += 1 }
+                        j += 1
+                    }
+                    c.saw(length: run.maxLength, symbol: nil)
+                } else {
+                    let length = shortLength(entry)
+                    if length == 0 { c.holes += 1 } else { c.saw(length: length, symbol: symbol(entry)) }
+                }
+            }
+            if c.mixedLengths { c.onlyLength = nil }
+            return c
+        }
+    }
+
+    private static func large(_ s: UnsafeRawPointer) -> Table {
+        let base = s + (MemoryLayout<inflate_state>.offset(of: \.lit_huff_code) ?? 0)
+        let shortCount = 1 << largeShortBits
+        return Table(
+            base: base, shortCount: shortCount, shortStride: 4,
+            longCount: (MemoryLayout<inflate_huff_code_large>.size - 4 * shortCount) / 2, shortBits: largeShortBits,
+            run: { $0 & largeFlag == 0 ? nil : (Int($0 & largeIndexMask), Int($0 >> 26)) },
+            shortLength: { Int($0 >> 28) }, symbol: { $0 & largeIndexMask })
+    }
+
+    private static func small(_ s: UnsafeRawPointer) -> Table {
+        let base = s + (MemoryLayout<inflate_state>.offset(of: \.dist_huff_code) ?? 0)
+        let shortCount = 1 << smallShortBits
+        return Table(
+            base: base, shortCount: shortCount, shortStride: 2,
+            longCount: (MemoryLayout<inflate_huff_code_small>.size - 2 * shortCount) / 2, shortBits: smallShortBits,
+            run: { $0 & UInt32(smallFlag) == 0 ? nil : (Int($0 & 0x1ff), Int(($0 & 0xffff) >> 11)) },
+            shortLength: { Int($0 >> 11) }, symbol: { $0 & 0x1f })
+    }
+}
