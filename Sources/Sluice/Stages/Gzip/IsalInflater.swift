@@ -68,10 +68,16 @@ final class IsalInflater: DeflateEngine {
             guard let out = room.baseAddress, room.count > 0 else { throw GzipFormatError("no room to inflate into") }
             state.pointee.next_out = out.assumingMemoryBound(to: UInt8.self)
             state.pointee.avail_out = UInt32(room.count)
+            let availableBefore = state.pointee.avail_in
             let rc = isal_inflate(state)
             let produced = room.count - Int(state.pointee.avail_out)
             try output.filled(produced)
             guard rc >= 0 else { throw GzipFormatError(Self.describe(rc)) }
+            // A sound state always takes input or gives output; a damaged one could spin.
+            guard produced > 0 || availableBefore == 0 || state.pointee.avail_in < availableBefore
+                    || state.pointee.block_state == ISAL_BLOCK_FINISH else {
+                throw GzipFormatError("the inflate engine made no progress")
+            }
             try checkTables()
             if state.pointee.block_state == ISAL_BLOCK_FINISH {
                 return finished(inputCount: input.count)
@@ -93,10 +99,14 @@ final class IsalInflater: DeflateEngine {
     }
 
     /// ISA-L accepts a dynamic block whose Huffman codes leave some codes unused when the
-    /// data never needs them; zlib, gzip and pigz reject such a block. Checked once per
-    /// block that is in progress when a call returns, from the lookup tables ISA-L built.
+    /// data never needs them; zlib, gzip and pigz reject such a block. Checked from the
+    /// lookup tables ISA-L built, for the block in progress when a call returns and for a
+    /// member's last block. ISA-L decodes many blocks in one call and says nothing about
+    /// those in between, so a block that starts and ends inside one call, and is not a
+    /// member's last, is not checked (see README, "Engines").
     private func checkTables() throws {
-        guard state.pointee.block_state == ISAL_BLOCK_CODED else { return }
+        let blockState = state.pointee.block_state
+        guard blockState == ISAL_BLOCK_CODED || blockState == ISAL_BLOCK_FINISH else { return }
         // Identical tables get the same verdict: compare with the last ones checked (a
         // memcmp of ~20 KiB) and walk them only when they differ.
         let tables = UnsafeRawPointer(state) + Self.tablesOffset

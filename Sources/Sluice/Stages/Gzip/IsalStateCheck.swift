@@ -52,8 +52,8 @@ enum IsalStateCheck {
         ]
         if let failed = checks.first(where: { !$0.0 }) { return failed.1 }
         guard blockState == ISAL_BLOCK_CODED else { return nil }
-        if !large(s).indexesInRange { return "literal/length lookup table" }
-        if !small(s).indexesInRange { return "distance lookup table" }
+        if !large(s).indexesInRange || !literalEntriesInRange(large(s)) { return "literal/length lookup table" }
+        if !small(s).indexesInRange || !distanceEntriesInRange(small(s)) { return "distance lookup table" }
         return nil
     }
 
@@ -65,6 +65,8 @@ enum IsalStateCheck {
         let s = UnsafeRawPointer(state)
         let table = large(s)
         let literals = table.coverage()
+        // No code built yet (only stored blocks so far): nothing to check.
+        guard literals.holes < literals.span else { return nil }
         if literals.holes > 0 && !literals.isSingleLengthOne && !table.isFixedLiteralCode(holes: literals.holes) {
             return "invalid literal/lengths set (incomplete Huffman code)"
         }
@@ -74,6 +76,46 @@ enum IsalStateCheck {
             return "invalid distances set (incomplete Huffman code)"
         }
         return nil
+    }
+
+    /// Literal/length entries name symbols the decoder can act on: up to three packed
+    /// symbols (8 bits each, the last up to 513: 256 ends the block, 257–513 are lengths
+    /// with their extra bits folded in), and no symbol without a code length.
+    private static func literalEntriesInRange(_ table: Table) -> Bool {
+        for i in 0..<table.shortCount {
+            let entry = table.short(i)
+            guard table.run(entry) == nil else { continue }
+            let symbols = entry & largeIndexMask
+            switch (entry >> 26) & 3 {
+            case 0: if entry != 0 { return false }
+            case 1: if symbols > 513 { return false }
+            case 2: if symbols >> 8 > 513 { return false }
+            default: if symbols >> 16 > 513 { return false }
+            }
+        }
+        for j in 0..<table.longCount where table.long(j) & 0x3ff > 513 {
+            return false
+        }
+        return true
+    }
+
+    /// Distance entries name one of the 30 distance codes with the number of extra bits
+    /// RFC 1951 gives it (0 for codes 0–3, then one more every two codes, up to 13).
+    private static func distanceEntriesInRange(_ table: Table) -> Bool {
+        func valid(_ entry: UInt32, length: UInt32) -> Bool {
+            guard length > 0 else { return true }
+            let symbol = entry & 0x1f, extra = (entry >> 5) & 0xf
+            return symbol < 30 && extra == (symbol < 4 ? 0 : symbol / 2 - 1)
+        }
+        for i in 0..<table.shortCount {
+            let entry = table.short(i)
+            if table.run(entry) == nil && !valid(entry, length: entry >> 11) { return false }
+        }
+        for j in 0..<table.longCount {
+            let entry = UInt32(table.long(j))
+            if !valid(entry, length: entry >> 10) { return false }
+        }
+        return true
     }
 
     /// A lookup table read in place, with how to read its entries.
