@@ -64,6 +64,8 @@ enum IsalStateCheck {
     static func incompleteCode(in state: UnsafePointer<inflate_state>) -> String? {
         let s = UnsafeRawPointer(state)
         let table = large(s)
+        // The common case, a complete code, in one tight pass; the details only when not.
+        guard table.hasEmptySlot || small(s).hasEmptySlot else { return nil }
         let literals = table.coverage()
         // No code built yet (only stored blocks so far): nothing to check.
         guard literals.holes < literals.span else { return nil }
@@ -125,17 +127,31 @@ enum IsalStateCheck {
         let shortStride: Int
         let longCount: Int
         let shortBits: Int
-        /// For a flagged short entry: the long run's start and the longest code length.
-        let run: (UInt32) -> (start: Int, maxLength: Int)?
-        let shortLength: (UInt32) -> Int
-        let symbol: (UInt32) -> UInt32
+        /// Literal/length (32-bit entries) or distance (16-bit entries).
+        private var isLarge: Bool { shortStride == 4 }
 
-        func short(_ i: Int) -> UInt32 {
+        /// For a flagged short entry: the long run's start and the longest code length.
+        @inline(__always) func run(_ entry: UInt32) -> (start: Int, maxLength: Int)? {
+            if isLarge {
+                return entry & largeFlag == 0 ? nil : (Int(entry & largeIndexMask), Int(entry >> 26))
+            }
+            return entry & UInt32(smallFlag) == 0 ? nil : (Int(entry & 0x1ff), Int((entry & 0xffff) >> 11))
+        }
+
+        @inline(__always) func shortLength(_ entry: UInt32) -> Int {
+            isLarge ? Int(entry >> 28) : Int(entry >> 11)
+        }
+
+        @inline(__always) func symbol(_ entry: UInt32) -> UInt32 {
+            isLarge ? entry & largeIndexMask : entry & 0x1f
+        }
+
+        @inline(__always) func short(_ i: Int) -> UInt32 {
             shortStride == 4 ? base.load(fromByteOffset: 4 * i, as: UInt32.self)
                 : UInt32(base.load(fromByteOffset: 2 * i, as: UInt16.self))
         }
 
-        func long(_ i: Int) -> UInt16 {
+        @inline(__always) func long(_ i: Int) -> UInt16 {
             base.load(fromByteOffset: shortStride * shortCount + 2 * i, as: UInt16.self)
         }
 
@@ -182,6 +198,35 @@ enum IsalStateCheck {
             }
         }
 
+        /// Whether any slot of the short table, or of a long run, is empty.
+        var hasEmptySlot: Bool {
+            var empty = false
+            if isLarge {
+                let entries = base.assumingMemoryBound(to: UInt32.self)
+                for i in 0..<shortCount {
+                    let entry = entries[i]
+                    empty = empty || entry & 0xF200_0000 == 0  // no code length, not a run
+                }
+            } else {
+                let entries = base.assumingMemoryBound(to: UInt16.self)
+                for i in 0..<shortCount {
+                    let entry = entries[i]
+                    empty = empty || entry & 0xFC00 == 0
+                }
+            }
+            if empty { return true }
+            for i in 0..<shortCount {
+                guard let run = run(short(i)) else { continue }
+                let end = min(longCount, run.start + (1 << max(0, min(20, run.maxLength - shortBits))))
+                var j = min(run.start, end)
+                while j < end {
+                    if long(j) >> 10 == 0 { return true }
+                    j += 1
+                }
+            }
+            return false
+        }
+
         /// Counts the slots no code fills, over the whole code space (long runs included).
         func coverage() -> Coverage {
             var c = Coverage()
@@ -211,9 +256,7 @@ enum IsalStateCheck {
         let shortCount = 1 << largeShortBits
         return Table(
             base: base, shortCount: shortCount, shortStride: 4,
-            longCount: (MemoryLayout<inflate_huff_code_large>.size - 4 * shortCount) / 2, shortBits: largeShortBits,
-            run: { $0 & largeFlag == 0 ? nil : (Int($0 & largeIndexMask), Int($0 >> 26)) },
-            shortLength: { Int($0 >> 28) }, symbol: { $0 & largeIndexMask })
+            longCount: (MemoryLayout<inflate_huff_code_large>.size - 4 * shortCount) / 2, shortBits: largeShortBits)
     }
 
     private static func small(_ s: UnsafeRawPointer) -> Table {
@@ -221,8 +264,6 @@ enum IsalStateCheck {
         let shortCount = 1 << smallShortBits
         return Table(
             base: base, shortCount: shortCount, shortStride: 2,
-            longCount: (MemoryLayout<inflate_huff_code_small>.size - 2 * shortCount) / 2, shortBits: smallShortBits,
-            run: { $0 & UInt32(smallFlag) == 0 ? nil : (Int($0 & 0x1ff), Int(($0 & 0xffff) >> 11)) },
-            shortLength: { Int($0 >> 11) }, symbol: { $0 & 0x1f })
+            longCount: (MemoryLayout<inflate_huff_code_small>.size - 2 * shortCount) / 2, shortBits: smallShortBits)
     }
 }
