@@ -68,17 +68,8 @@ final class DeflateDifferentialTests: XCTestCase {
         }
     }
 
-    private func decode(_ gzip: [UInt8], engine: InflateEngineKind, chunk: Int) throws -> [UInt8] {
-        let sink = MemorySink()
-        let decoder = try GzipDecoder(engine: engine, next: sink)
-        var i = 0
-        while i < gzip.count {
-            let end = min(gzip.count, i + chunk)
-            try decoder.write(Array(gzip[i..<end]))
-            i = end
-        }
-        try decoder.finish()
-        return sink.bytes
+    private func decode(_ gzip: [UInt8], engine: InflateEngineKind, chunk: Int = 65536) throws -> [UInt8] {
+        try gunzip(gzip, engine: engine, chunk: chunk)
     }
 
     // MARK: building streams (RFC 1951 §3.2.7)

@@ -10,16 +10,7 @@ final class GzipDecoderTests: XCTestCase {
     }
 
     private func decode(_ gzip: [UInt8], engine: InflateEngineKind, chunk: Int = 65536) throws -> [UInt8] {
-        let sink = MemorySink()
-        let decoder = try GzipDecoder(engine: engine, next: sink)
-        var i = 0
-        while i < gzip.count {
-            let end = min(gzip.count, i + chunk)
-            try decoder.write(Array(gzip[i..<end]))
-            i = end
-        }
-        try decoder.finish()
-        return sink.bytes
+        try gunzip(gzip, engine: engine, chunk: chunk)
     }
 
     private func gzipDCFile(_ path: String, dir: String) throws -> [UInt8] {

@@ -252,18 +252,17 @@ enum IsalStateCheck {
     }
 
     private static func large(_ s: UnsafeRawPointer) -> Table {
-        let base = s + (MemoryLayout<inflate_state>.offset(of: \.lit_huff_code) ?? 0)
-        let shortCount = 1 << largeShortBits
-        return Table(
-            base: base, shortCount: shortCount, shortStride: 4,
-            longCount: (MemoryLayout<inflate_huff_code_large>.size - 4 * shortCount) / 2, shortBits: largeShortBits)
+        table(in: s, at: \.lit_huff_code, size: MemoryLayout<inflate_huff_code_large>.size, stride: 4, bits: largeShortBits)
     }
 
     private static func small(_ s: UnsafeRawPointer) -> Table {
-        let base = s + (MemoryLayout<inflate_state>.offset(of: \.dist_huff_code) ?? 0)
-        let shortCount = 1 << smallShortBits
-        return Table(
-            base: base, shortCount: shortCount, shortStride: 2,
-            longCount: (MemoryLayout<inflate_huff_code_small>.size - 2 * shortCount) / 2, shortBits: smallShortBits)
+        table(in: s, at: \.dist_huff_code, size: MemoryLayout<inflate_huff_code_small>.size, stride: 2, bits: smallShortBits)
+    }
+
+    /// A table of `size` bytes: 2^`bits` short entries of `stride` bytes, then 16-bit long entries.
+    private static func table<T>(in s: UnsafeRawPointer, at field: KeyPath<inflate_state, T>, size: Int, stride: Int, bits: Int) -> Table {
+        let shortCount = 1 << bits
+        return Table(base: s + (MemoryLayout<inflate_state>.offset(of: field) ?? 0), shortCount: shortCount,
+                     shortStride: stride, longCount: (size - stride * shortCount) / 2, shortBits: bits)
     }
 }
