@@ -1,5 +1,5 @@
 import Foundation
-@testable import Sluice
+import Sluice
 
 /// Damages a checkpoint's gzip state the way a careless edit or a bad disk might: one
 /// field set to an extreme or random value, or bytes of the inflate state changed.
@@ -32,11 +32,9 @@ enum CheckpointMutator {
             state.trailer = (0..<Int.random(in: 0...12, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) }
             return "trailer"
         case 7:
-            var header = state.header ?? GzipHeaderParser()
-            header.remaining = Int(truncatingIfNeeded: number())
-            header.field = UInt32(truncatingIfNeeded: number())
-            state.header = header
-            return "header"
+            state.header = nil
+            state.phase = .header
+            return "header state missing"
         default:
             return mutateDeflate(&state, rng: &rng)
         }

@@ -29,6 +29,8 @@ public final class ProgressRenderer: Sendable {
         var total: UInt64?
         var attemptStart = Date()
         var attemptOffset: UInt64 = 0
+        /// `start` events so far: a restart from zero begins attempt 2.
+        var attempts = 0
     }
 
     /// `quiet`: only errors (printed by the caller) reach stderr.
@@ -77,7 +79,7 @@ public final class ProgressRenderer: Sendable {
 
     private func noticeOnly(_ event: ProgressEvent) {
         guard !quiet, let text = notice(for: event) else { return }
-        write("sluice: \(text)\n")
+        write("sluice: \(DisplayText.escaped(text))\n")
     }
 
     // MARK: bar
@@ -87,7 +89,7 @@ public final class ProgressRenderer: Sendable {
             if let text = notice(for: event) {
                 if s.drawn { write("\r\u{1b}[2K") }
                 s.drawn = false
-                write("sluice: \(text)\n")
+                write("sluice: \(DisplayText.escaped(text))\n")
             }
             switch event {
             case .start(_, let total, let resumedAt):
@@ -103,7 +105,8 @@ public final class ProgressRenderer: Sendable {
                 guard now.timeIntervalSince(s.lastDraw) >= 0.1 else { return }
                 s.lastDraw = now
                 let line = Self.barLine(offset: offset, total: s.total, resumed: s.resumed,
-                                        rate: Double(offset - min(offset, s.attemptOffset)) / max(now.timeIntervalSince(s.attemptStart), 0.001))
+                                        rate: Double(offset - min(offset, s.attemptOffset)) / max(now.timeIntervalSince(s.attemptStart), 0.001),
+                                        columns: Self.terminalColumns())
                 write("\r\u{1b}[2K" + line)
                 s.drawn = true
             case .done, .error:
@@ -115,26 +118,45 @@ public final class ProgressRenderer: Sendable {
         }
     }
 
-    static func barLine(offset: UInt64, total: UInt64?, resumed: Bool, rate: Double) -> String {
-        var parts: [String] = []
+    /// The bar line, at most `columns - 1` wide (a line as wide as the terminal wraps on
+    /// some terminals, and every redraw would leave a stale line behind). Parts go in order
+    /// of least use when space is short: the bar shrinks, then ETA, rate, "(resumed)" and
+    /// the bar itself go; the byte counts stay (cut as a last resort).
+    static func barLine(offset: UInt64, total: UInt64?, resumed: Bool, rate: Double, columns: Int = 80) -> String {
+        let room = max(1, columns - 1)
+        var fraction: Double?
+        var counts = formatBytes(offset)
         if let total, total > 0 {
-            let fraction = min(1, Double(offset) / Double(total))
-            let width = 24
-            let filled = Int(fraction * Double(width))
-            parts.append("[" + String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled) + "]")
-            parts.append(String(format: "%5.1f%%", fraction * 100))
-            parts.append("\(formatBytes(offset))/\(formatBytes(total))")
-            if rate > 0 {
-                let eta = Double(total - min(total, offset)) / rate
-                parts.append("\(formatBytes(UInt64(rate)))/s")
-                parts.append("ETA \(formatDuration(eta))")
-            }
-        } else {
-            parts.append(formatBytes(offset))
-            if rate > 0 { parts.append("\(formatBytes(UInt64(rate)))/s") }
+            fraction = min(1, Double(offset) / Double(total))
+            counts = String(format: "%5.1f%% ", fraction! * 100) + "\(formatBytes(offset))/\(formatBytes(total))"
         }
-        if resumed { parts.append("(resumed)") }
-        return parts.joined(separator: " ")
+        let hasRate = rate > 0 && rate.isFinite
+        let speed = hasRate ? "\(formatRate(rate))/s" : nil
+        let eta = hasRate ? total.map { "ETA \(formatDuration(Double($0 - min($0, offset)) / rate))" } : nil
+        let mark = resumed ? "(resumed)" : nil
+        // From the fullest line to the barest; the first that fits is drawn.
+        let variants: [(bar: Int, parts: [String?])] = [
+            (24, [counts, speed, eta, mark]), (10, [counts, speed, eta, mark]), (10, [counts, speed, mark]),
+            (0, [counts, speed, mark]), (0, [counts, mark]), (0, [counts]),
+        ]
+        for variant in variants {
+            var parts = variant.parts.compactMap { $0 }
+            if let fraction, variant.bar > 0 {
+                let filled = Int(fraction * Double(variant.bar))
+                parts.insert("[" + String(repeating: "#", count: filled) + String(repeating: "-", count: variant.bar - filled) + "]", at: 0)
+            }
+            let line = parts.joined(separator: " ")
+            if line.count <= room { return line }
+        }
+        return String(counts.prefix(room))
+    }
+
+    /// stderr's width now. Read at every redraw (at most ten a second, one ioctl) rather
+    /// than on SIGWINCH: a resized terminal is honoured without a signal handler.
+    static func terminalColumns() -> Int {
+        var size = winsize()
+        guard ioctl(STDERR_FILENO, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 else { return 80 }
+        return Int(size.ws_col)
     }
 
     // MARK: JSON lines
@@ -145,7 +167,9 @@ public final class ProgressRenderer: Sendable {
             var object: [String: Any] = ["time": Date().timeIntervalSince(started)]
             switch event {
             case .start(let spec, let total, let resumedAt):
+                s.attempts += 1
                 object["event"] = "start"
+                object["attempt"] = s.attempts
                 object["spec"] = spec
                 if let total { object["total"] = total }
                 if let resumedAt { object["resumed_at"] = resumedAt }
@@ -163,7 +187,7 @@ public final class ProgressRenderer: Sendable {
                 object["event"] = "retry"
                 object["attempt"] = attempt
                 object["delay"] = delay
-                object["reason"] = reason
+                object["reason"] = DisplayText.escaped(reason)
             case .checkpoint(let offset, let stages):
                 // A checkpoint becomes durable a little after the stream passed its cut.
                 object["event"] = "checkpoint"
@@ -177,7 +201,7 @@ public final class ProgressRenderer: Sendable {
                 s.lastOffset = offset
             case .restart(let reason):
                 object["event"] = "restart"
-                object["reason"] = reason
+                object["reason"] = DisplayText.escaped(reason)
                 s.lastOffset = 0
             case .done(let sourceBytes, let outputBytes, let seconds):
                 object["event"] = "done"
@@ -187,7 +211,7 @@ public final class ProgressRenderer: Sendable {
             case .error(let error):
                 object["event"] = "error"
                 object["exit_code"] = Int(error.exitCode)
-                object["message"] = error.description
+                object["message"] = DisplayText.escaped(error.description)
             case .notice:
                 return  // the JSON lines keep their documented set of events
             }
@@ -202,7 +226,7 @@ public final class ProgressRenderer: Sendable {
 }
 
 func formatBytes(_ n: UInt64) -> String {
-    let units = ["B", "KiB", "MiB", "GiB", "TiB"]
+    let units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"]
     var value = Double(n)
     var unit = 0
     while value >= 1024 && unit < units.count - 1 {
@@ -212,8 +236,21 @@ func formatBytes(_ n: UInt64) -> String {
     return unit == 0 ? "\(n) B" : String(format: "%.1f %@", value, units[unit])
 }
 
+/// A rate in bytes per second, whatever a clock or a server made of it.
+func formatRate(_ bytesPerSecond: Double) -> String {
+    guard bytesPerSecond.isFinite, bytesPerSecond > 0 else { return formatBytes(0) }
+    // UInt64(x) traps at 2^64 and above: clamp first.
+    return formatBytes(bytesPerSecond >= 1.8e19 ? UInt64.max : UInt64(bytesPerSecond))
+}
+
+/// `m:ss` or `h:mm:ss`; beyond 100 days (a trickle of a huge declared length) a day count,
+/// and past any sensible horizon `>99999d`. Never converts an out-of-range Double to Int.
 func formatDuration(_ seconds: Double) -> String {
     guard seconds.isFinite else { return "--:--" }
-    let s = Int(seconds.rounded())
+    let clamped = max(0, seconds)
+    let days = clamped / 86_400
+    if days >= 100_000 { return ">99999d" }
+    if days >= 100 { return "\(Int(days))d" }
+    let s = Int(clamped.rounded())
     return s >= 3600 ? String(format: "%d:%02d:%02d", s / 3600, s / 60 % 60, s % 60) : String(format: "%d:%02d", s / 60, s % 60)
 }
