@@ -40,14 +40,17 @@ public final class StdoutSink: TerminalSink {
     private let startFileSize: UInt64?
     private let identity: FileIdentity?
     private var checksum: OutputChecksum
+    /// For a pipe, FIFO, terminal or socket: writes that a stop can interrupt.
+    private let stoppable: StoppableWriter?
     /// What the resume did to stdout, for the run's report.
     public private(set) var resumeNote: String?
 
-    public init(fd: Int32 = STDOUT_FILENO, restoring state: StdoutSinkState? = nil) throws {
+    public init(fd: Int32 = STDOUT_FILENO, restoring state: StdoutSinkState? = nil, control: RunControl? = nil) throws {
         self.fd = fd
         let facts = POSIX.fstatFacts(fd)
         isFile = facts?.kind == .regular
         identity = isFile ? facts?.identity : nil
+        stoppable = StoppableWriter(fd: fd, path: "stdout", control: control)
         bytesWritten = state?.bytesWritten ?? 0
         startFileSize = state?.startFileSize ?? (isFile ? facts?.size : nil)
         checksum = OutputChecksum(state?.crc64 ?? 0)
@@ -120,7 +123,7 @@ public final class StdoutSink: TerminalSink {
     }
 
     public func write(_ bytes: UnsafeRawBufferPointer) throws {
-        try POSIX.writeAll(fd, bytes, path: "stdout")
+        if let stoppable { try stoppable.writeAll(bytes) } else { try POSIX.writeAll(fd, bytes, path: "stdout") }
         checksum.update(bytes)
         bytesWritten &+= UInt64(bytes.count)
     }
@@ -147,7 +150,7 @@ extension StageKind {
     static let stdout = StageKind.sink(
         "stdout", summary: "sink: writes standard output", nsPerByte: 0.5, state: StdoutSinkState.self,
         output: { _ in nil }
-    ) { _, _, saved in
-        try StdoutSink(restoring: saved)
+    ) { _, context, saved in
+        try StdoutSink(restoring: saved, control: context.control)
     }
 }
