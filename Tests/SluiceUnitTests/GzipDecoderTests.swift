@@ -96,3 +96,21 @@ final class GzipDecoderTests: XCTestCase {
         }
     }
 }
+
+/// What the byte after a member starts, by table.
+final class MemberBoundaryTests: XCTestCase {
+    func testTheByteAfterAMember() {
+        let rows: [(byte: UInt8, membersDone: Int, expected: GzipDecoder.MemberBoundary, line: UInt)] = [
+            (0x1f, 0, .member, #line),
+            (0x00, 0, .member, #line),   // the first member's header parser reports the bad magic
+            (0x42, 0, .member, #line),
+            (0x1f, 1, .member, #line),
+            (0x00, 1, .padding, #line),
+            (0x42, 3, .garbage, #line),
+            (0x8b, 1, .garbage, #line),
+        ]
+        for row in rows {
+            XCTAssertEqual(GzipDecoder.MemberBoundary.decide(nextByte: row.byte, membersDone: row.membersDone), row.expected, line: row.line)
+        }
+    }
+}
