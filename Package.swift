@@ -12,7 +12,9 @@ let package = Package(
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         .systemLibrary(name: "CIsal", pkgConfig: "libisal", providers: [.apt(["libisal-dev"])]),
-        .target(name: "Sluice", dependencies: ["CZlib", "CCrypto", "CCurl", "CIsal"]),
+        // openat2 and syncfs for the untar sink (Linux-only system calls; no library).
+        .systemLibrary(name: "CLinux"),
+        .target(name: "Sluice", dependencies: ["CZlib", "CCrypto", "CCurl", "CIsal", "CLinux"]),
         .executableTarget(name: "sluice", dependencies: ["Sluice"]),
         // The README's library example, compiled and run by the test suite.
         .executableTarget(name: "SluiceExample", dependencies: ["Sluice"], path: "Examples/SluiceExample"),
