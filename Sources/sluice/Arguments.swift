@@ -104,20 +104,9 @@ struct Arguments {
         return args
     }
 
-    /// `8MiB`, `512k`, `1G`, `4096`, `0`.
+    /// `8MiB`, `512k`, `1G`, `4096`, `0` (see `ByteSize`).
     static func parseSize(_ text: String, option: String) throws(SluiceError) -> UInt64 {
-        let units: [(String, UInt64)] = [
-            ("KIB", 1 << 10), ("MIB", 1 << 20), ("GIB", 1 << 30), ("TIB", 1 << 40),
-            ("KB", 1000), ("MB", 1_000_000), ("GB", 1_000_000_000), ("TB", 1_000_000_000_000),
-            ("K", 1 << 10), ("M", 1 << 20), ("G", 1 << 30), ("T", 1 << 40), ("B", 1),
-        ]
-        let upper = text.uppercased()
-        for (suffix, factor) in units where upper.hasSuffix(suffix) {
-            let number = upper.dropLast(suffix.count)
-            if let n = UInt64(number), n <= UInt64.max / factor { return n * factor }
-            break
-        }
-        if let n = UInt64(upper) { return n }
+        if let size = ByteSize.parse(text) { return size }
         throw .usage("\(option) takes a size such as 8MiB, 512KiB or 0, not '\(text)'")
     }
 }

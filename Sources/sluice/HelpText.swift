@@ -1,5 +1,16 @@
+import Sluice
+
 enum HelpText {
-    static let usage = """
+    /// One line per stage in the registry: its synopsis, then what it does.
+    static var stages: String {
+        StageRegistry.all.map { kind in
+            let head = kind.arguments.isEmpty ? kind.word : kind.word + " " + kind.arguments.map(\.name).joined(separator: " ")
+            let options = kind.options.map { "      \($0.name)=\($0.valueName)".padded(to: 23) + $0.summary }
+            return (["  " + head.padded(to: 21) + kind.summary] + options).joined(separator: "\n")
+        }.joined(separator: "\n")
+    }
+
+    static var usage: String { """
     sluice — resumable, verified byte-stream pipelines
 
     USAGE
@@ -9,13 +20,7 @@ enum HelpText {
       sluice --help | --version
 
     STAGES (one source first, any transforms, one sink last)
-      fetch URL            source: http://, https://, file:// (libcurl); resumed with Range/If-Range
-      read PATH            source: a local file, resumed by offset
-      stdin                source: standard input (not resumable)
-      verify sha256:HEX    transform: passes bytes through; at the end the digest must equal HEX
-      gunzip               transform: gzip decompression (multi-member, CRC-32 and ISIZE checked)
-      file PATH            sink: writes PATH (via PATH.sluice-part, renamed only on success)
-      stdout               sink: writes standard output
+    \(stages)
 
     OPTIONS
       -f, --spec-file FILE         read the spec from FILE
@@ -48,5 +53,12 @@ enum HelpText {
       sluice 'read logs.gz | gunzip | stdout' | grep ERROR
       sluice --checkpoint dl.ckpt 'fetch https://example.org/big.gz | gunzip | stdout' >> big
       sluice inspect data.tar.sluice
-    """
+    """ }
+}
+
+extension String {
+    /// The string and at least one blank, filled to `width` columns.
+    fileprivate func padded(to width: Int) -> String {
+        self + String(repeating: " ", count: Swift.max(1, width - count))
+    }
 }

@@ -26,7 +26,7 @@ struct Runner {
             guard !resumable else { return }
             usleep(500_000)
             let kept = pipeline.checkpointPath.map { FileManager.default.fileExists(atPath: $0) } ?? false
-            if case .file(let path) = spec.sink, !kept { FileSink.discard(path: path) }
+            if !kept { pipeline.output?.discardPartial() }
             FileHandle.standardError.write(Data("sluice: interrupted\n".utf8))
             _exit(130)
         }
@@ -42,7 +42,7 @@ struct Runner {
             } else if error.discardsPartialOutput {
                 // Name the input that was bad; stdout cannot take back what it already got.
                 var message = "\(error)"
-                if case .stdout = spec.sink {
+                if pipeline.output == nil {
                     message = message.replacingOccurrences(of: "nothing was written", with: "the bytes already written to stdout are not valid")
                 }
                 say((spec.stages.first?.argument.map { "\($0): " } ?? "stdin: ") + message)

@@ -5,7 +5,7 @@ import Glibc
 #endif
 @testable import SluiceTestSupport
 
-/// Every exit status of DESIGN.md §1, through the real binary: the status, the one
+/// Every exit status of the README's table, through the real binary: the status, the one
 /// `sluice:` line that explains it, and exactly what is left on disk afterwards.
 final class CLIExitCodeTests: XCTestCase {
 
@@ -212,7 +212,7 @@ final class CLIExitCodeTests: XCTestCase {
         guard var json = killed else { return }
         let original = try Data(contentsOf: URL(fileURLWithPath: dir + "/out.sluice"))
 
-        for version in [2, 0, 1000] {
+        for version in [1, 3, 0, 1000] {
             json["version"] = version
             try JSONSerialization.data(withJSONObject: json).write(to: URL(fileURLWithPath: dir + "/out.sluice"))
             let before = try DirectorySnapshot(dir)
@@ -924,7 +924,7 @@ struct CheckpointFacts {
         let stages = json["stages"] as? [[String: Any]] ?? []
         guard let file = stages.last(where: { $0["stage"] as? String == "file" }),
               let state = file["state"] as? [String: Any] else { return nil }
-        return (state["bytesWritten"] as? NSNumber)?.uint64Value
+        return (state["bytes_written"] as? NSNumber)?.uint64Value
     }
 }
 

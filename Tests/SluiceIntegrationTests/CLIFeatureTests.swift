@@ -16,7 +16,7 @@ final class CLIFeatureTests: XCTestCase {
         let result = try SluiceBinary.run(["--help"])
         XCTAssertEqual(result.status, 0)
         let help = String(decoding: result.stdout, as: UTF8.self)
-        for word in StageSpec.names + ["-f", "--checkpoint", "--checkpoint-interval", "--restart", "--retries",
+        for word in StageRegistry.words + ["-f", "--checkpoint", "--checkpoint-interval", "--restart", "--retries",
                                         "--stall-timeout", "-H", "--cacert", "--insecure", "--engine", "--progress", "-q",
                                         "inspect", "--version"] {
             XCTAssertTrue(help.contains(word), "help lacks \(word)")

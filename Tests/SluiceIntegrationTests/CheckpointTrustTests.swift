@@ -50,9 +50,9 @@ final class CheckpointTrustTests: XCTestCase {
         let path = dir + "/out.sluice"
         var checkpoint = try XCTUnwrap(try CheckpointStore(path: path).load())
         for (i, state) in checkpoint.stages.enumerated() {
-            if case .file(var s) = state, s.bytesWritten >= 1000 {
+            if var s = state.as(FileSinkState.self), s.bytesWritten >= 1000 {
                 s.bytesWritten -= 1000
-                checkpoint.stages[i] = .file(s)
+                checkpoint.stages[i] = StageState(s)
             }
         }
         try CheckpointStore(path: path).save(checkpoint)  // re-sealed with a fresh digest

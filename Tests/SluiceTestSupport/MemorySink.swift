@@ -2,7 +2,7 @@
 
 /// A terminal sink that keeps what it receives; restoring cuts it back to the
 /// checkpoint's length, as the file sink truncates its partial file.
-final class MemorySink: ByteSink {
+final class MemorySink: TerminalSink {
     private(set) var bytes: [UInt8] = []
     private(set) var finished = false
 
@@ -12,10 +12,11 @@ final class MemorySink: ByteSink {
 
     func write(_ buffer: UnsafeRawBufferPointer) throws { bytes.append(contentsOf: buffer) }
 
-    func barrier(_ cut: Cut) throws {
-        cut.record(.stdout(StdoutSinkState(bytesWritten: UInt64(bytes.count), fileSize: nil)))
-        cut.seal(makeDurable: nil)
+    func snapshot() -> StdoutSinkState {
+        StdoutSinkState(bytesWritten: UInt64(bytes.count), fileSize: nil)
     }
+
+    func durability() throws -> (@Sendable () throws -> Void)? { nil }
 
     func finish() throws { finished = true }
 }

@@ -85,7 +85,7 @@ final class GzipDecoderTests: XCTestCase {
         for engine in InflateEngineKind.allCases {
             for (name, bytes, words) in cases {
                 XCTAssertThrowsError(try decode(bytes, engine: engine), "\(name), \(engine)") { error in
-                    guard case SluiceError.corruptGzip(_, let reason)? = error as? SluiceError else {
+                    guard case SluiceError.corruptData(_, _, let reason)? = error as? SluiceError else {
                         return XCTFail("\(name), \(engine): unexpected \(error)")
                     }
                     if !words.isEmpty { XCTAssertTrue(reason.contains(words), "\(name), \(engine): '\(reason)'") }

@@ -43,12 +43,12 @@ final class StageRestoreTests: XCTestCase {
             var states = checkpoint?.stages ?? []
             func state() -> StageState? { states.isEmpty ? nil : states.removeLast() }
             var sinkState: StdoutSinkState?
-            if case .stdout(let s)? = state() { sinkState = s }
+            sinkState = state()?.as(StdoutSinkState.self)
             sink = MemorySink(restoring: sinkState, previous: previousOutput)
             var outVerify: SHA256State?, gunzip: GzipState?, inVerify: SHA256State?
-            if case .verify(let s)? = state() { outVerify = s }
-            if case .gunzip(let s)? = state() { gunzip = s }
-            if case .verify(let s)? = state() { inVerify = s }
+            outVerify = state()?.as(SHA256State.self)
+            gunzip = state()?.as(GzipState.self)
+            inVerify = state()?.as(SHA256State.self)
             let v2 = try SHA256Verifier(expectedHex: outputDigest, next: sink, restoring: outVerify)
             let g = try GzipDecoder(engine: engine, next: v2, restoring: gunzip)
             head = try SHA256Verifier(expectedHex: sourceDigest, next: g, restoring: inVerify)
@@ -133,9 +133,9 @@ final class StageRestoreTests: XCTestCase {
         try feed(gzip[0..<5000], into: chain.head, rng: &Self.rng, oneByteWrites: false)
         var checkpoint = try roundTrip(cut(chain.head, offset: 5000))
         for (i, state) in checkpoint.stages.enumerated() {
-            if case .gunzip(var g) = state {
+            if var g = state.as(GzipState.self) {
                 g.deflate?.layout = "isal-9.99.0/12345"
-                checkpoint.stages[i] = .gunzip(g)
+                checkpoint.stages[i] = StageState(g)
             }
         }
         XCTAssertThrowsError(try Chain(sourceDigest: sha256(gzip), outputDigest: sha256(plain), engine: .isal,

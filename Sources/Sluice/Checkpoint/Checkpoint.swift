@@ -4,7 +4,8 @@ import Foundation
 /// One consistent cut of a run, as stored on disk (JSON).
 public struct Checkpoint: Codable, Sendable, Equatable {
     /// Bumped whenever the meaning of a field changes; other versions are refused.
-    public static let currentVersion = 1
+    /// 2: snake_case keys, as in `inspect --json` and the progress events; stage states by registry.
+    public static let currentVersion = 2
     public static let formatName = "sluice-checkpoint"
 
     public var format: String = Checkpoint.formatName
@@ -35,6 +36,7 @@ public struct Checkpoint: Codable, Sendable, Equatable {
     private static var encoder: JSONEncoder {
         let encoder = JSONEncoder()
         encoder.dateEncodingStrategy = .iso8601
+        encoder.keyEncodingStrategy = .convertToSnakeCase
         encoder.outputFormatting = [.sortedKeys]
         return encoder
     }
@@ -54,8 +56,14 @@ public struct Checkpoint: Codable, Sendable, Equatable {
         struct Header: Decodable { var format: String?; var version: Int? }
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .iso8601
+        decoder.keyDecodingStrategy = .convertFromSnakeCase
         guard let header = try? decoder.decode(Header.self, from: data), header.format == formatName else {
             throw SluiceError.checkpointRefused(path: path, reason: "it is not a sluice checkpoint (it does not parse)")
+        }
+        if let version = header.version, version < currentVersion {
+            throw SluiceError.checkpointRefused(
+                path: path,
+                reason: "it was written by an older sluice (format version \(version); this one reads \(currentVersion)), so its states cannot be read")
         }
         guard header.version == currentVersion else {
             throw SluiceError.checkpointRefused(
@@ -80,7 +88,7 @@ public struct Checkpoint: Codable, Sendable, Equatable {
         var passedOn = source.offset
         var previous = source.kind
         for state in stages {
-            let (taken, output) = state.position
+            let taken = state.position.input, output = state.position.output
             if taken != passedOn {
                 return "\(state.stageName) took in \(taken) bytes but \(previous) passed on \(passedOn)"
             }

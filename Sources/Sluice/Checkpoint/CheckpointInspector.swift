@@ -23,12 +23,8 @@ public struct CheckpointInspector {
                 return ("restart", "\(source.location) changed since the checkpoint")
             }
         }
-        for case .file(let sink) in checkpoint.stages {
-            let partial = FileSink.partialPath(for: sink.path)
-            var st = stat()
-            guard stat(partial, &st) == 0, UInt64(st.st_size) >= sink.bytesWritten else {
-                return ("restart", "\(partial) is missing or shorter than the \(sink.bytesWritten) bytes recorded")
-            }
+        for state in checkpoint.stages {
+            if let problem = state.value.resumeProblem() { return ("restart", problem) }
         }
         if source.kind == "fetch" {
             return ("resume", "from source byte \(source.offset), if the server's validators still match")

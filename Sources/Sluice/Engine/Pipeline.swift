@@ -2,7 +2,7 @@ import Foundation
 
 /// Runs a pipeline spec: builds the stages (restored from a checkpoint when one exists),
 /// connects them with relays, pushes the source through, and leaves the disk in exactly
-/// the state DESIGN.md §1 promises for each outcome.
+/// the state the README's exit-status table promises for each outcome.
 ///
 ///     let pipeline = try Pipeline("read data.gz | gunzip | file data")
 ///     try pipeline.run()
@@ -12,10 +12,16 @@ public final class Pipeline: Sendable {
     /// Shared with every thread of the run; `cancel()` goes through it.
     public let control: RunControl
 
+    /// The run's progress events as an async sequence (besides `options.progress`), ending
+    /// when the run ends. Keeps the newest 1,024 events when nobody reads it.
+    public let events: AsyncStream<ProgressEvent>
+
     public init(spec: PipelineSpec, options: PipelineOptions = PipelineOptions()) {
         self.spec = spec
         self.options = options
-        self.control = RunControl(progress: ProgressReporter(handler: options.progress))
+        let (events, continuation) = AsyncStream.makeStream(of: ProgressEvent.self, bufferingPolicy: .bufferingNewest(1024))
+        self.events = events
+        self.control = RunControl(progress: ProgressReporter(handler: options.progress, stream: continuation))
     }
 
     /// Parses `text` (see `PipelineSpec`) and prepares a run.
@@ -32,11 +38,12 @@ public final class Pipeline: Sendable {
     /// The checkpoint this run uses, or nil when it cannot resume (stdin, stdout without
     /// an explicit checkpoint, or checkpoints disabled).
     public var checkpointPath: String? {
-        if case .stdin = spec.source { return nil }
-        if let explicit = options.checkpointPath { return explicit }
-        if case .file(let path) = spec.sink { return path + ".sluice" }
-        return nil
+        guard spec.source.kind?.resumable ?? false else { return nil }
+        return options.checkpointPath ?? output?.defaultCheckpointPath
     }
+
+    /// What the sink leaves on disk (nil for stdout).
+    public var output: OutputTarget? { spec.sink.kind?.output(spec.sink) }
 
     /// Whether an interruption leaves something to resume from.
     public var writesCheckpoints: Bool {
@@ -47,6 +54,7 @@ public final class Pipeline: Sendable {
     @discardableResult
     public func run() throws -> RunReport {
         let started = Date()
+        defer { control.progress.finish() }
         do {
             let report = try runLocked(started: started)
             control.progress.emit(.done(sourceBytes: report.sourceBytes, outputBytes: control.outputBytes, seconds: report.seconds))
@@ -58,15 +66,10 @@ public final class Pipeline: Sendable {
     }
 
     private func runLocked(started: Date) throws -> RunReport {
-        if case .stdin = spec.source, options.checkpointPath != nil {
-            throw SluiceError.usage("stdin cannot be resumed, so it takes no --checkpoint; read from a file or URL to make the run resumable")
+        if !(spec.source.kind?.resumable ?? false), options.checkpointPath != nil {
+            throw SluiceError.usage("\(spec.source.name) cannot be resumed, so it takes no --checkpoint; read from a file or URL to make the run resumable")
         }
-        if case .file(let path) = spec.sink {
-            var isDirectory: ObjCBool = false
-            if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
-                throw SluiceError.usage("the output \(path) is a directory; name a file inside it")
-            }
-        }
+        try output?.preflight()
         let store = checkpointPath.map(CheckpointStore.init(path:))
         let locks = runLocks()
         var taken: [RunLock] = []
@@ -86,7 +89,7 @@ public final class Pipeline: Sendable {
         if let store {
             if options.restart {
                 // Appending to a file on stdout: take back what the abandoned run added.
-                if case .stdout = spec.sink, let old = try? store.load(), case .stdout(let state)? = old.stages.last {
+                if let old = try? store.load(), let state = old.stages.last?.as(StdoutSinkState.self) {
                     try StdoutSink.undo(state)
                 }
                 store.remove()
@@ -111,7 +114,7 @@ public final class Pipeline: Sendable {
                 return RunReport(resumedAt: restartReason == nil ? resumedAt : nil, restartReason: restartReason,
                                  sourceBytes: sourceBytes, seconds: Date().timeIntervalSince(started))
             } catch let changed as SourceChanged {
-                guard case .file = spec.sink else {
+                guard output != nil else {
                     throw SluiceError.remoteChanged(url: changed.location, reason: changed.reason)
                 }
                 guard restartReason == nil else {
@@ -142,8 +145,8 @@ public final class Pipeline: Sendable {
     /// the checkpoint: two runs may share neither.
     private func runLocks() -> [RunLock] {
         var locks: [RunLock] = []
-        if case .file(let path) = spec.sink {
-            locks.append(RunLock(path: path + ".sluice.lock"))
+        if let output {
+            locks.append(RunLock(path: output.lockPath))
         }
         if let checkpointPath, !locks.contains(where: { $0.path == checkpointPath + ".lock" }) {
             locks.append(RunLock(path: checkpointPath + ".lock"))
@@ -166,7 +169,7 @@ public final class Pipeline: Sendable {
     }
 
     private func discardPartialOutput() {
-        if case .file(let path) = spec.sink { FileSink.discard(path: path) }
+        output?.discardPartial()
     }
 
     /// One pass from the checkpoint (or zero) to the end. Returns the source bytes moved.

@@ -1,6 +1,6 @@
-/// The stages of one run, built from the spec (restored from a checkpoint when given),
-/// wired sink-first, with a relay — a thread boundary — in front of each stage that
-/// deserves its own core.
+/// The stages of one run, built from the spec through the registry (restored from a
+/// checkpoint when given), wired sink-first, with a relay — a thread boundary — in front
+/// of each stage that deserves its own core.
 final class StageChain {
     let source: ByteSource
     /// What the source writes into.
@@ -11,36 +11,40 @@ final class StageChain {
     private(set) var notes: [String] = []
 
     init(spec: PipelineSpec, options: PipelineOptions, control: RunControl, restoring checkpoint: Checkpoint?) throws {
+        let context = StageContext(options: options, control: control)
         // The source first: a resume that finds the data changed must not touch the output.
-        let saved = checkpoint?.source
-        switch spec.source {
-        case .read(let path): source = try FileSource(path: path, resumeFrom: saved, control: control)
-        case .stdin: source = StdinSource()
-        case .fetch(let url):
-            let http = try HTTPSource(url: url, options: options.http, resumeFrom: saved, control: control)
-            notes += http.warnings
-            source = http
-        default: throw SluiceError.usage("the first stage must be a source")
+        guard case .source(let makeSource)? = spec.source.kind?.factory else {
+            throw SluiceError.usage("the first stage must be a source")
         }
+        source = try makeSource(spec.source, context, checkpoint?.source)
+        notes += source.notices
 
         var states = checkpoint?.stages ?? []
         var built: [Relay] = []
         do {
             let sinkState = states.popLast()
             control.resetOutput(to: sinkState?.position.output ?? 0)
-            let sink = try Self.makeSink(spec.sink, restoring: sinkState)
-            if let note = (sink as? StdoutSink)?.resumeNote { notes.append(note) }
+            guard case .sink(let makeSink, _)? = spec.sink.kind?.factory else {
+                throw SluiceError.usage("the last stage must be a sink")
+            }
+            let sink = try makeSink(spec.sink, context, sinkState?.value)
+            if let terminal = sink as? any TerminalSink { notes += terminal.notices }
             var next: ByteSink = OutputMeter(next: sink, control: control)
             if options.threaded {
-                next = Relay(next: next, control: control, name: spec.sink.name)
-                built.append(next as! Relay)
+                let relay = Relay(next: next, control: control, name: spec.sink.name)
+                built.append(relay)
+                next = relay
             }
-            let ownThread = ThreadPlan(spec: spec, engine: options.engine).ownThread
+            let ownThread = ThreadPlan(spec: spec, options: options).ownThread
             for (index, transform) in spec.transforms.enumerated().reversed() {
-                next = try Self.makeTransform(transform, next: next, options: options, restoring: states.popLast())
+                guard case .transform(let make)? = transform.kind?.factory else {
+                    throw SluiceError.usage("'\(transform.name)' is not a transform")
+                }
+                next = try make(transform, next, context, states.popLast()?.value)
                 if options.threaded && ownThread[index + 1] {
-                    next = Relay(next: next, control: control, name: transform.name)
-                    built.append(next as! Relay)
+                    let relay = Relay(next: next, control: control, name: transform.name)
+                    built.append(relay)
+                    next = relay
                 }
             }
             first = next
@@ -49,35 +53,6 @@ final class StageChain {
             throw error
         }
         relays = built.reversed()
-    }
-
-    private static func makeSink(_ stage: StageSpec, restoring state: StageState?) throws -> ByteSink {
-        switch stage {
-        case .file(let path):
-            if case .file(let s)? = state { return try FileSink(path: path, restoring: s) }
-            return try FileSink(path: path)
-        case .stdout:
-            if case .stdout(let s)? = state { return try StdoutSink(restoring: s) }
-            return try StdoutSink()
-        default:
-            throw SluiceError.usage("the last stage must be a sink")
-        }
-    }
-
-    private static func makeTransform(_ stage: StageSpec, next: ByteSink, options: PipelineOptions,
-                                      restoring state: StageState?) throws -> ByteSink {
-        switch stage {
-        case .verify(let hex):
-            if case .verify(let s)? = state { return try SHA256Verifier(expectedHex: hex, next: next, restoring: s) }
-            return try SHA256Verifier(expectedHex: hex, next: next)
-        case .gunzip:
-            if case .gunzip(let s)? = state {
-                return try GzipDecoder(engine: options.engine, next: next, resumable: true, restoring: s)
-            }
-            return try GzipDecoder(engine: options.engine, next: next, resumable: options.checkpointInterval > 0)
-        default:
-            throw SluiceError.usage("'\(stage.name)' is not a transform")
-        }
     }
 
     /// Stops every relay thread after it has drained what it holds.

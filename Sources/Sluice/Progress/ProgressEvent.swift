@@ -37,8 +37,16 @@ public typealias ProgressHandler = @Sendable (ProgressEvent) -> Void
 /// Hands events to the caller's handler, if any.
 struct ProgressReporter: Sendable {
     let handler: ProgressHandler?
+    /// The pipeline's `events` sequence.
+    var stream: AsyncStream<ProgressEvent>.Continuation?
 
     func emit(_ event: ProgressEvent) {
         handler?(event)
+        stream?.yield(event)
+    }
+
+    /// The run is over: the `events` sequence ends.
+    func finish() {
+        stream?.finish()
     }
 }

@@ -1,62 +1,29 @@
-/// One stage as written in a spec.
-public enum StageSpec: Equatable, Sendable {
-    case fetch(url: String)
-    case read(path: String)
-    case stdin
-    case verify(sha256: String)
-    case gunzip
-    case file(path: String)
-    case stdout
-
-    public enum Role: Sendable { case source, transform, sink }
-
-    public var role: Role {
-        switch self {
-        case .fetch, .read, .stdin: return .source
-        case .verify, .gunzip: return .transform
-        case .file, .stdout: return .sink
-        }
-    }
-
-    public var name: String {
-        switch self {
-        case .fetch: return "fetch"
-        case .read: return "read"
-        case .stdin: return "stdin"
-        case .verify: return "verify"
-        case .gunzip: return "gunzip"
-        case .file: return "file"
-        case .stdout: return "stdout"
-        }
-    }
-
-    /// The stage's argument as written (URL, path, `sha256:HEX`), if it has one.
-    public var argument: String? {
-        switch self {
-        case .fetch(let url): return url
-        case .read(let path), .file(let path): return path
-        case .verify(let hex): return "sha256:" + hex
-        case .stdin, .gunzip, .stdout: return nil
-        }
-    }
-
-    static let names = ["fetch", "read", "stdin", "verify", "gunzip", "file", "stdout"]
-}
-
 /// A pipeline spec: `SOURCE | TRANSFORM… | SINK`, parsed from text and printed back in
 /// one canonical form (which is what a checkpoint records and compares).
+///
+/// The words each stage takes come from its `StageKind` in `StageRegistry`.
 public struct PipelineSpec: Equatable, Sendable, CustomStringConvertible {
     public let stages: [StageSpec]
 
     /// Builds a spec from stage values, checking the same rules as the parser.
     public init(stages: [StageSpec]) throws(SpecError) {
-        try Self.checkOrder(stages.map { ($0, SpecToken(text: $0.name, line: 1, column: 1)) }, endOfText: SpecToken(text: "", line: 1, column: 1))
-        self.stages = stages
+        var checked: [(StageSpec, SpecToken)] = []
+        for stage in stages {
+            let words = stage.words.map { SpecToken(text: $0, line: 1, column: 1) }
+            checked.append((try Self.stage(from: words, kinds: StageRegistry.all), words[0]))
+        }
+        try Self.checkOrder(checked, endOfText: SpecToken(text: "", line: 1, column: 1), kinds: StageRegistry.all)
+        self.stages = checked.map(\.0)
     }
 
     /// Parses spec text: stages separated by `|`, words by blanks or newlines, `'…'` or
     /// `"…"` quote a word, `#` at the start of a word comments out the rest of the line.
     public init(parsing text: String) throws(SpecError) {
+        try self.init(parsing: text, kinds: StageRegistry.all)
+    }
+
+    /// Parses with the grammar of `kinds` (tests give stages of their own).
+    init(parsing text: String, kinds: [StageKind]) throws(SpecError) {
         let tokens = try SpecLexer.tokens(of: text)
         var parsed: [(StageSpec, SpecToken)] = []
         var words: [SpecToken] = []
@@ -64,7 +31,10 @@ public struct PipelineSpec: Equatable, Sendable, CustomStringConvertible {
             guard let first = words.first else {
                 throw SpecError(parsed.isEmpty ? "a stage is missing before '|'" : "a stage is missing between '|' and '|'", at: separator)
             }
-            parsed.append((try Self.stage(from: words), first))
+            guard parsed.count < StageRegistry.maximumStages else {
+                throw SpecError("too many stages: a pipeline has at most \(StageRegistry.maximumStages)", at: first)
+            }
+            parsed.append((try Self.stage(from: words, kinds: kinds), first))
             words = []
         }
         for token in tokens {
@@ -74,7 +44,7 @@ public struct PipelineSpec: Equatable, Sendable, CustomStringConvertible {
         guard !(tokens.isEmpty) else { throw SpecError("the pipeline spec is empty; expected e.g. 'read in.gz | gunzip | file out'", at: end) }
         if words.isEmpty { throw SpecError("a stage is missing after the last '|'", at: end) }
         try flush(at: end)
-        try Self.checkOrder(parsed, endOfText: end)
+        try Self.checkOrder(parsed, endOfText: end, kinds: kinds)
         stages = parsed.map(\.0)
     }
 
@@ -82,75 +52,69 @@ public struct PipelineSpec: Equatable, Sendable, CustomStringConvertible {
     public var sink: StageSpec { stages[stages.count - 1] }
     public var transforms: ArraySlice<StageSpec> { stages.dropFirst().dropLast() }
 
-    /// The canonical text, e.g. `read 'a b.gz' | gunzip | stdout`.
+    /// The canonical text, e.g. `read 'a b.gz' | gunzip | untar out strip=1`.
     public var description: String {
-        stages.map { stage in
-            guard let arg = stage.argument else { return stage.name }
-            return stage.name + " " + SpecLexer.quoteIfNeeded(arg)
-        }.joined(separator: " | ")
+        stages.map { $0.words.map(SpecLexer.quoteIfNeeded).joined(separator: " ") }.joined(separator: " | ")
     }
 
-    private static func stage(from words: [SpecToken]) throws(SpecError) -> StageSpec {
+    /// One stage from its words, by its kind's grammar: positional arguments first, then
+    /// `name=value` options.
+    private static func stage(from words: [SpecToken], kinds: [StageKind]) throws(SpecError) -> StageSpec {
         let head = words[0]
-        let args = words.dropFirst()
-        func one(_ what: String) throws(SpecError) -> SpecToken {
-            guard let arg = args.first else { throw SpecError("'\(head.text)' needs \(what)", at: head) }
-            if args.count > 1 { throw SpecError("'\(head.text)' takes one argument; unexpected '\(args[args.startIndex + 1].text)'", at: args[args.startIndex + 1]) }
-            return arg
+        guard let kind = kinds.first(where: { $0.word == head.text }) else {
+            throw SpecError("unknown stage '\(head.text)' (stages are: \(kinds.map(\.word).joined(separator: ", ")))", at: head)
         }
-        func none() throws(SpecError) {
-            if let extra = args.first { throw SpecError("'\(head.text)' takes no argument; unexpected '\(extra.text)'", at: extra) }
+        var rest = words.dropFirst()
+        var arguments: [String] = []
+        for rule in kind.arguments {
+            // `untar strip=1` lacks its DIR: an option word is not taken for the argument.
+            guard let word = rest.first, !kind.options.contains(where: { word.text.hasPrefix($0.name + "=") }) else {
+                throw SpecError("'\(kind.word)' needs \(rule.what)", at: rest.first ?? head)
+            }
+            rest = rest.dropFirst()
+            arguments.append(try check(word) { text throws(StageWordError) in try rule.check(text) })
         }
-        switch head.text {
-        case "fetch":
-            let url = try one("a URL (http://, https:// or file://)")
-            try URLCheck.validate(url)
-            return .fetch(url: url.text)
-        case "read":
-            return .read(path: try path(one("a file path")))
-        case "stdin":
-            try none()
-            return .stdin
-        case "verify":
-            let arg = try one("a digest, sha256:HEX")
-            return .verify(sha256: try digest(arg))
-        case "gunzip":
-            try none()
-            return .gunzip
-        case "file":
-            return .file(path: try path(one("a file path")))
-        case "stdout":
-            try none()
-            return .stdout
-        default:
-            throw SpecError("unknown stage '\(head.text)' (stages are: \(StageSpec.names.joined(separator: ", ")))", at: head)
+        var options: [String: String] = [:]
+        for word in rest {
+            guard let equals = word.text.firstIndex(of: "="),
+                  let rule = kind.options.first(where: { $0.name == word.text[..<equals] }) else {
+                throw SpecError(unexpected(word.text, for: kind), at: word)
+            }
+            guard options[rule.name] == nil else {
+                throw SpecError("'\(kind.word)' was given \(rule.name)= twice", at: word)
+            }
+            let value = String(word.text[word.text.index(after: equals)...])
+            options[rule.name] = try check(word) { _ throws(StageWordError) in try rule.check(value) }
+        }
+        return StageSpec(kind.word, arguments, options: options, role: kind.role)
+    }
+
+    private static func check(_ word: SpecToken, _ rule: (String) throws(StageWordError) -> String) throws(SpecError) -> String {
+        do {
+            return try rule(word.text)
+        } catch {
+            throw SpecError(error.message, at: word)
         }
     }
 
-    private static func path(_ token: SpecToken) throws(SpecError) -> String {
-        guard !token.text.isEmpty else { throw SpecError("an empty path", at: token) }
-        guard !token.text.contains("\0") else { throw SpecError("a path cannot contain a NUL byte", at: token) }
-        return token.text
+    private static func unexpected(_ word: String, for kind: StageKind) -> String {
+        if kind.options.isEmpty {
+            return kind.arguments.isEmpty
+                ? "'\(kind.word)' takes no argument; unexpected '\(word)'"
+                : "'\(kind.word)' takes \(kind.arguments.count == 1 ? "one argument" : "\(kind.arguments.count) arguments"); unexpected '\(word)'"
+        }
+        let names = kind.options.map { "\($0.name)=\($0.valueName)" }.joined(separator: ", ")
+        return "'\(kind.word)' does not take '\(word)' (its options: \(names))"
     }
 
-    private static func digest(_ token: SpecToken) throws(SpecError) -> String {
-        let text = token.text
-        guard text.lowercased().hasPrefix("sha256:") else {
-            throw SpecError("'\(text)' is not a digest; expected sha256:HEX (64 hex digits)", at: token)
-        }
-        let hexDigits = String(text.dropFirst("sha256:".count))
-        guard hexDigits.count == 64, hexDigits.allSatisfy(\.isHexDigit) else {
-            throw SpecError("'\(text)' is not a SHA-256 digest: expected 64 hex digits, got \(hexDigits.count) characters\(hexDigits.allSatisfy(\.isHexDigit) ? "" : " with non-hex ones")", at: token)
-        }
-        return hexDigits.lowercased()
-    }
-
-    private static func checkOrder(_ stages: [(StageSpec, SpecToken)], endOfText: SpecToken) throws(SpecError) {
+    private static func checkOrder(_ stages: [(StageSpec, SpecToken)], endOfText: SpecToken,
+                                   kinds: [StageKind]) throws(SpecError) {
         guard let (first, firstToken) = stages.first else {
             throw SpecError("the pipeline spec is empty", at: endOfText)
         }
+        let sources = kinds.filter { $0.role == .source }.map(\.word).joined(separator: ", ")
         guard first.role == .source else {
-            throw SpecError("a pipeline starts with a source (fetch, read or stdin), not '\(first.name)'", at: firstToken)
+            throw SpecError("a pipeline starts with a source (\(sources)), not '\(first.name)'", at: firstToken)
         }
         for (stage, token) in stages.dropFirst() where stage.role == .source {
             throw SpecError("only one source is allowed; '\(stage.name)' is a second one", at: token)
@@ -158,8 +122,12 @@ public struct PipelineSpec: Equatable, Sendable, CustomStringConvertible {
         for (stage, token) in stages.dropLast() where stage.role == .sink {
             throw SpecError("the sink '\(stage.name)' must be the last stage", at: token)
         }
+        guard stages.count <= StageRegistry.maximumStages else {
+            throw SpecError("too many stages: a pipeline has at most \(StageRegistry.maximumStages)", at: stages[StageRegistry.maximumStages].1)
+        }
         guard let (last, _) = stages.last, last.role == .sink else {
-            throw SpecError("a pipeline ends with a sink (file PATH or stdout)", at: endOfText)
+            let sinks = kinds.filter { $0.role == .sink }.map(\.synopsis).joined(separator: ", ")
+            throw SpecError("a pipeline ends with a sink (\(sinks))", at: endOfText)
         }
     }
 }

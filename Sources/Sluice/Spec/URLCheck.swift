@@ -4,23 +4,22 @@ import Foundation
 enum URLCheck {
     static let schemes = ["http", "https", "file"]
 
-    static func validate(_ token: SpecToken) throws(SpecError) {
-        let text = token.text
+    static func validate(_ text: String) throws(StageWordError) {
         guard let components = URLComponents(string: text), let scheme = components.scheme?.lowercased() else {
-            throw SpecError("'\(text)' is not a valid URL", at: token)
+            throw StageWordError("'\(text)' is not a valid URL")
         }
         // What libcurl will be given must also parse there (ports, spaces, …).
         guard schemes.contains(scheme) == false || FetchURL(text) != nil else {
-            throw SpecError("'\(text)' is not a URL libcurl accepts", at: token)
+            throw StageWordError("'\(text)' is not a URL libcurl accepts")
         }
         guard schemes.contains(scheme) else {
-            throw SpecError("unsupported URL scheme '\(scheme)' (fetch takes http, https or file URLs)", at: token)
+            throw StageWordError("unsupported URL scheme '\(scheme)' (fetch takes http, https or file URLs)")
         }
         if scheme == "file" {
-            guard !components.path.isEmpty else { throw SpecError("'\(text)' names no file", at: token) }
+            guard !components.path.isEmpty else { throw StageWordError("'\(text)' names no file") }
         } else {
             guard let host = components.host, !host.isEmpty else {
-                throw SpecError("'\(text)' has no host", at: token)
+                throw StageWordError("'\(text)' has no host")
             }
         }
     }

@@ -3,15 +3,27 @@ import Glibc
 #endif
 
 /// How much of a file sink's output is durable at a cut.
-public struct FileSinkState: Codable, Sendable, Equatable {
+public struct FileSinkState: StageStateValue {
+    public static let stage = "file"
     public var path: String
     public var bytesWritten: UInt64
+
+    public var position: StagePosition { StagePosition(input: bytesWritten, output: bytesWritten) }
+
+    public func resumeProblem() -> String? {
+        let partial = FileSink.partialPath(for: path)
+        var st = stat()
+        guard stat(partial, &st) == 0, st.st_size >= 0, UInt64(st.st_size) >= bytesWritten else {
+            return "\(partial) is missing or shorter than the \(bytesWritten) bytes recorded"
+        }
+        return nil
+    }
 }
 
 /// `file PATH`: writes beside `PATH` under a temporary name, makes it durable before
 /// every checkpoint, and renames it to `PATH` only when the whole stream succeeded,
 /// so `PATH` never holds output that failed verification.
-public final class FileSink: ByteSink {
+public final class FileSink: TerminalSink {
     public let path: String
     public let partialPath: String
     private var fd: Int32
@@ -64,12 +76,15 @@ public final class FileSink: ByteSink {
         writebackStarted = bytesWritten
     }
 
-    public func barrier(_ cut: Cut) throws {
-        cut.record(.file(FileSinkState(path: path, bytesWritten: bytesWritten)))
+    public func snapshot() -> FileSinkState {
+        FileSinkState(path: path, bytesWritten: bytesWritten)
+    }
+
+    public func durability() throws -> (@Sendable () throws -> Void)? {
         // The checkpoint writer syncs on its own thread while we keep writing; a
         // duplicate descriptor stays valid even after this sink closes its own.
         let handle = try SyncHandle(duplicating: fd, path: partialPath)
-        cut.seal(makeDurable: { try handle.sync() })
+        return { try handle.sync() }
     }
 
     public func finish() throws {
@@ -92,4 +107,26 @@ public final class FileSink: ByteSink {
 enum FileSinkError: Error {
     /// The partial file holds fewer bytes than the checkpoint says are durable.
     case partialTooShort(path: String, expected: UInt64)
+}
+
+extension StageKind {
+    static let file = StageKind.sink(
+        "file", arguments: [.path], summary: "sink: writes PATH (via PATH.sluice-part, renamed only on success)",
+        nsPerByte: 0.3, state: FileSinkState.self,
+        output: { spec in FileSink.output(path: spec.arguments[0]) }
+    ) { spec, _, saved in
+        try FileSink(path: spec.arguments[0], restoring: saved)
+    }
+}
+
+extension FileSink {
+    /// PATH, its partial file, and the refusals before anything is touched.
+    static func output(path: String) -> OutputTarget {
+        OutputTarget(path: path, partialPath: partialPath(for: path), preflight: {
+            var st = stat()
+            if stat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR {
+                throw SluiceError.usage("the output \(path) is a directory; name a file inside it")
+            }
+        }, discardPartial: { discard(path: path) })
+    }
 }

@@ -1,7 +1,8 @@
 import Foundation
 
 /// The gzip decoder's state at a cut: where in which member it stands.
-public struct GzipState: Codable, Sendable, Equatable {
+public struct GzipState: StageStateValue {
+    public static let stage = "gunzip"
     public enum Phase: String, Codable, Sendable {
         /// Between members (or before the first): the next byte must start a member.
         case between
@@ -16,11 +17,13 @@ public struct GzipState: Codable, Sendable, Equatable {
     public var outputOffset: UInt64
     public var membersDone: Int
     /// The current member's running CRC-32 and length (ISIZE is this mod 2^32).
-    public var memberCRC: UInt32
+    public var memberCrc: UInt32
     public var memberLength: UInt64
     public var header: GzipHeaderParser?
     public var trailer: [UInt8]?
     public var deflate: DeflateState?
+
+    public var position: StagePosition { StagePosition(input: compressedOffset, output: outputOffset) }
 }
 
 /// `gunzip`: decompresses gzip (RFC 1952) — multi-member streams, every header field,
@@ -61,7 +64,7 @@ public final class GzipDecoder: ByteSink {
             do {
                 used = try step(rest)
             } catch let error as GzipFormatError {
-                throw SluiceError.corruptGzip(offset: compressedOffset, reason: error.reason)
+                throw SluiceError.corruptData(format: "gzip", offset: compressedOffset, reason: error.reason)
             }
             compressedOffset &+= UInt64(used)
             rest = UnsafeRawBufferPointer(rebasing: rest[used...])
@@ -143,7 +146,7 @@ public final class GzipDecoder: ByteSink {
     }
 
     public func barrier(_ cut: Cut) throws {
-        cut.record(.gunzip(snapshot()))
+        cut.record(snapshot())
         try next.barrier(cut)
     }
 
@@ -156,7 +159,7 @@ public final class GzipDecoder: ByteSink {
             case .deflate: whereItStopped = "the stream ends inside compressed data (truncated member)"
             case .trailer: whereItStopped = "the stream ends inside a member trailer"
             }
-            throw SluiceError.corruptGzip(offset: compressedOffset, reason: "unexpected end of data: \(whereItStopped)")
+            throw SluiceError.corruptData(format: "gzip", offset: compressedOffset, reason: "unexpected end of data: \(whereItStopped)")
         }
         try next.finish()
     }
@@ -165,7 +168,7 @@ public final class GzipDecoder: ByteSink {
     public func snapshot() -> GzipState {
         GzipState(engine: engineKind, phase: phase, compressedOffset: compressedOffset,
                   outputOffset: outputOffset, membersDone: membersDone,
-                  memberCRC: memberCRC, memberLength: memberLength,
+                  memberCrc: memberCRC, memberLength: memberLength,
                   header: phase == .header ? header : nil,
                   trailer: phase == .trailer ? trailer : nil,
                   deflate: phase == .deflate ? engine?.snapshot() : nil)
@@ -181,7 +184,7 @@ public final class GzipDecoder: ByteSink {
         compressedOffset = state.compressedOffset
         outputOffset = state.outputOffset
         membersDone = state.membersDone
-        memberCRC = state.memberCRC
+        memberCRC = state.memberCrc
         memberLength = state.memberLength
         switch phase {
         case .between, .padding: break
@@ -272,5 +275,17 @@ private final class DecoderOutput: InflateOutput {
             borrowed = nil
             lender!.commitBorrowed(0)
         }
+    }
+}
+
+extension StageKind {
+    static let gunzip = StageKind.transform(
+        "gunzip", summary: "transform: gzip decompression (multi-member, CRC-32 and ISIZE checked)",
+        cost: { options in StageCost(nsPerByte: (options.engine == .isal ? 1.1 : 3.0) * 3, expansion: 3) },
+        state: GzipState.self
+    ) { _, next, context, saved in
+        // Without checkpoints the zlib engine need not track its restart points.
+        try GzipDecoder(engine: context.options.engine, next: next,
+                        resumable: saved != nil || context.options.checkpointInterval > 0, restoring: saved)
     }
 }

@@ -2,7 +2,7 @@ import CCurl
 import Synchronization
 
 /// `fetch URL`: an http, https or file URL through libcurl, resumed with `Range` and
-/// `If-Range` (DESIGN.md §3).
+/// `If-Range` (docs/ARCHITECTURE.md, "Resume rules").
 ///
 /// Within one run, transient failures are retried at the current offset, so the stages
 /// downstream never notice; a response is judged (ResumeJudge) before any of its body moves,
@@ -175,5 +175,23 @@ public final class HTTPSource: ByteSource {
             if let ifRange = known?.ifRange { headers.append("If-Range: \(ifRange)") }
         }
         return CurlRequest(url: url, headers: headers, resumeFrom: 0)
+    }
+}
+
+extension HTTPSource {
+    public var notices: [String] { warnings }
+}
+
+extension StageKind {
+    static let fetch = StageKind.source(
+        "fetch",
+        arguments: [StageArgument("URL", "a URL (http://, https:// or file://)") { text throws(StageWordError) in
+            try URLCheck.validate(text)
+            return text
+        }],
+        summary: "source: http://, https://, file:// (libcurl); resumed with Range/If-Range",
+        nsPerByte: 0.3
+    ) { spec, context, saved in
+        try HTTPSource(url: spec.arguments[0], options: context.options.http, resumeFrom: saved, control: context.control)
     }
 }

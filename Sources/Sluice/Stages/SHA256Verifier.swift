@@ -2,21 +2,24 @@ import CCrypto
 
 /// The SHA-256 midstate, field by field (never raw struct memory), so a checkpoint
 /// means the same thing to any build that links a compatible libcrypto.
-public struct SHA256State: Codable, Sendable, Equatable {
+public struct SHA256State: StageStateValue {
+    public static let stage = "verify"
     public var bytesHashed: UInt64
     /// The eight chaining words h0…h7.
     public var words: [UInt32]
     /// The bytes of the pending partial block (fewer than 64).
     public var partialBlock: [UInt8]
+
+    public var position: StagePosition { StagePosition(input: bytesHashed, output: bytesHashed) }
 }
 
 /// `verify sha256:HEX`: passes bytes through unchanged; at the end of the stream the
 /// digest must equal the expected one, or the stream fails with `checksumMismatch`.
-public final class SHA256Verifier: ByteSink {
+public final class SHA256Verifier: ForwardingSink {
     public let expected: String
     private var context = SHA256_CTX()
     private var bytesHashed: UInt64 = 0
-    private let next: ByteSink
+    public let next: ByteSink
 
     /// `expectedHex`: 64 hex digits, any case.
     public init(expectedHex: String, next: ByteSink, restoring state: SHA256State? = nil) throws {
@@ -30,11 +33,6 @@ public final class SHA256Verifier: ByteSink {
         if bytes.count > 0 { SHA256_Update(&context, bytes.baseAddress, bytes.count) }
         bytesHashed &+= UInt64(bytes.count)
         try next.write(bytes)
-    }
-
-    public func barrier(_ cut: Cut) throws {
-        cut.record(.verify(snapshot()))
-        try next.barrier(cut)
     }
 
     public func finish() throws {
@@ -90,4 +88,34 @@ func hex(_ bytes: [UInt8]) -> String {
         out.append(digits[Int(b & 15)])
     }
     return String(decoding: out, as: UTF8.self)
+}
+
+extension StageKind {
+    static let verify = StageKind.transform(
+        "verify",
+        arguments: [StageArgument("sha256:HEX", "a digest, sha256:HEX") { text throws(StageWordError) in
+            try "sha256:" + SHA256Verifier.parseDigest(text)
+        }],
+        summary: "transform: passes bytes through; at the end the SHA-256 must equal HEX",
+        cost: { _ in StageCost(nsPerByte: 1.0) }, state: SHA256State.self
+    ) { spec, next, _, saved in
+        try SHA256Verifier(expectedHex: String(spec.arguments[0].dropFirst("sha256:".count)), next: next, restoring: saved)
+    }
+}
+
+extension SHA256Verifier {
+    /// The 64 lowercase hex digits of `sha256:HEX` (any case). Only ASCII hex is a digest:
+    /// `Character.isHexDigit` also accepts fullwidth digits.
+    static func parseDigest(_ text: String) throws(StageWordError) -> String {
+        guard text.lowercased().hasPrefix("sha256:") else {
+            throw StageWordError("'\(text)' is not a digest; expected sha256:HEX (64 hex digits)")
+        }
+        let digits = text.utf8.dropFirst("sha256:".utf8.count)
+        let isHex: (UInt8) -> Bool = { (0x30...0x39).contains($0) || (0x41...0x46).contains($0) || (0x61...0x66).contains($0) }
+        guard digits.count == 64, digits.allSatisfy(isHex) else {
+            let count = String(decoding: digits, as: UTF8.self).count
+            throw StageWordError("'\(text)' is not a SHA-256 digest: expected 64 hex digits, got \(count) characters\(digits.allSatisfy(isHex) ? "" : " with non-hex ones")")
+        }
+        return String(decoding: digits, as: UTF8.self).lowercased()
+    }
 }

@@ -26,3 +26,9 @@ public final class StdinSource: ByteSource {
         SourceState(kind: "stdin", location: "-", offset: offset)
     }
 }
+
+extension StageKind {
+    static let stdin = StageKind.source(
+        "stdin", summary: "source: standard input (not resumable)", nsPerByte: 0.3
+    ) { _, _, _ in StdinSource() }
+}

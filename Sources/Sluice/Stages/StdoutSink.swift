@@ -3,12 +3,15 @@ import Glibc
 #endif
 
 /// How much a stdout sink has written at a cut.
-public struct StdoutSinkState: Codable, Sendable, Equatable {
+public struct StdoutSinkState: StageStateValue {
+    public static let stage = "stdout"
     public var bytesWritten: UInt64
     /// When stdout is a regular file, its size at the cut: a resume cuts it back there.
     public var fileSize: UInt64?
     /// Its size when the run first began: `--restart` cuts it back there.
     public var startFileSize: UInt64?
+
+    public var position: StagePosition { StagePosition(input: bytesWritten, output: bytesWritten) }
 }
 
 /// `stdout`: writes the stream to standard output.
@@ -16,7 +19,7 @@ public struct StdoutSinkState: Codable, Sendable, Equatable {
 /// A pipe cannot take bytes back, so a resumed run continues at the checkpoint's
 /// offset and the reader may have seen some bytes after it twice; when stdout is a
 /// regular file (`>> out`), a resume truncates it to the checkpoint's length instead.
-public final class StdoutSink: ByteSink {
+public final class StdoutSink: TerminalSink {
     private let fd: Int32
     private var bytesWritten: UInt64
     private let isFile: Bool
@@ -56,15 +59,28 @@ public final class StdoutSink: ByteSink {
         bytesWritten &+= UInt64(bytes.count)
     }
 
-    public func barrier(_ cut: Cut) throws {
-        let size = isFile ? POSIX.fileSize(fd) : nil
-        cut.record(.stdout(StdoutSinkState(bytesWritten: bytesWritten, fileSize: size, startFileSize: startFileSize)))
-        guard isFile else { return cut.seal(makeDurable: nil) }
+    public var notices: [String] { resumeNote.map { [$0] } ?? [] }
+
+    public func snapshot() -> StdoutSinkState {
+        StdoutSinkState(bytesWritten: bytesWritten, fileSize: isFile ? POSIX.fileSize(fd) : nil, startFileSize: startFileSize)
+    }
+
+    public func durability() throws -> (@Sendable () throws -> Void)? {
+        guard isFile else { return nil }
         let handle = try SyncHandle(duplicating: fd, path: "stdout")
-        cut.seal(makeDurable: { try handle.sync() })
+        return { try handle.sync() }
     }
 
     public func finish() throws {
         if isFile { try POSIX.fsync(fd, path: "stdout") }
+    }
+}
+
+extension StageKind {
+    static let stdout = StageKind.sink(
+        "stdout", summary: "sink: writes standard output", nsPerByte: 0.5, state: StdoutSinkState.self,
+        output: { _ in nil }
+    ) { _, _, saved in
+        try StdoutSink(restoring: saved)
     }
 }

@@ -24,6 +24,50 @@ extension ByteSink {
     }
 }
 
+/// A transform: a stage that passes its output to `next`. Barriers record `snapshot()`
+/// and travel on; `finish()` passes the end on (a stage that checks something at the end
+/// of its input does so first, then calls `finishNext()`).
+public protocol ForwardingSink: ByteSink {
+    associatedtype State: StageStateValue
+    var next: ByteSink { get }
+    /// The stage's exact state after every byte written so far.
+    func snapshot() -> State
+}
+
+extension ForwardingSink {
+    public func barrier(_ cut: Cut) throws {
+        cut.record(snapshot())
+        try next.barrier(cut)
+    }
+
+    public func finish() throws {
+        try next.finish()
+    }
+}
+
+/// The last stage: it owns the output, so it alone seals a cut, once the bytes the cut
+/// covers can be made durable.
+public protocol TerminalSink: ByteSink {
+    associatedtype State: StageStateValue
+    func snapshot() -> State
+    /// Makes every byte written so far durable; run by the checkpoint writer, possibly on
+    /// another thread while the sink keeps writing (nil: nothing to make durable).
+    func durability() throws -> (@Sendable () throws -> Void)?
+    /// What a resume did to the output, for the user.
+    var notices: [String] { get }
+}
+
+extension TerminalSink {
+    public var notices: [String] { [] }
+}
+
+extension TerminalSink {
+    public func barrier(_ cut: Cut) throws {
+        cut.record(snapshot())
+        cut.seal(makeDurable: try durability())
+    }
+}
+
 /// A sink that can lend out its own buffers, so the stage in front of it produces straight
 /// into them instead of into a buffer of its own that is then copied (the relay does this:
 /// an inflater decodes directly into the queue's buffers).

@@ -11,6 +11,13 @@ public protocol ByteSource: AnyObject {
     /// The source's identity and validators, as a checkpoint records them; the caller
     /// fills in the offset it counted.
     func state(at offset: UInt64) -> SourceState
+
+    /// Things the user should know that are not failures (a skipped header, --insecure).
+    var notices: [String] { get }
+}
+
+extension ByteSource {
+    public var notices: [String] { [] }
 }
 
 /// A resumed source found that the data behind it is no longer what the checkpoint

@@ -16,13 +16,13 @@ public final class Cut: @unchecked Sendable {
         self.onSeal = onSeal
     }
 
-    public func record(_ state: StageState) {
-        stages.append(state)
+    public func record(_ state: some StageStateValue) {
+        stages.append(StageState(state))
     }
 
-    /// Called by the terminal sink: the cut is complete. `makeDurable` is run by the
-    /// checkpoint writer (possibly on another thread) before the checkpoint is stored.
-    public func seal(makeDurable: (@Sendable () throws -> Void)?) {
+    /// Called by the terminal sink (see `TerminalSink`): the cut is complete. `makeDurable`
+    /// is run by the checkpoint writer (possibly on another thread) before the checkpoint is stored.
+    func seal(makeDurable: (@Sendable () throws -> Void)?) {
         self.makeDurable = makeDurable
         onSeal(self)
     }

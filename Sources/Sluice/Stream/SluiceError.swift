@@ -17,8 +17,9 @@ public enum SluiceError: Error, Sendable, Equatable {
     case transfer(url: String, reason: String)
     /// The stream's SHA-256 is not the one the spec expects (exit 4).
     case checksumMismatch(expected: String, actual: String)
-    /// The gzip stream is damaged; `offset` is in compressed bytes (exit 5).
-    case corruptGzip(offset: UInt64, reason: String)
+    /// The input of a decoding stage is damaged (exit 5): `format` names it (gzip, xz,
+    /// zstd, tar), `offset` is the stage's input byte where the damage was found.
+    case corruptData(format: String, offset: UInt64, reason: String)
     /// A local read or write failed (exit 6).
     case io(path: String, operation: String, errno: Int32)
     /// The remote content changed since the checkpoint and the sink cannot start over (exit 7).
@@ -26,13 +27,13 @@ public enum SluiceError: Error, Sendable, Equatable {
     /// SIGINT/SIGTERM or `Pipeline.cancel()` (exit 130).
     case cancelled
 
-    /// The process exit status of the CLI contract (DESIGN.md §1).
+    /// The process exit status of the CLI contract (README, "Exit status").
     public var exitCode: Int32 {
         switch self {
         case .spec, .usage, .checkpointRefused, .locked: return 2
         case .transfer: return 3
         case .checksumMismatch: return 4
-        case .corruptGzip: return 5
+        case .corruptData: return 5
         case .io: return 6
         case .remoteChanged: return 7
         case .cancelled: return 130
@@ -42,7 +43,7 @@ public enum SluiceError: Error, Sendable, Equatable {
     /// True when the failure proves the output wrong, so partial data and checkpoint must go.
     public var discardsPartialOutput: Bool {
         switch self {
-        case .checksumMismatch, .corruptGzip: return true
+        case .checksumMismatch, .corruptData: return true
         default: return false
         }
     }
@@ -62,8 +63,8 @@ extension SluiceError: CustomStringConvertible {
             return "transfer of \(url) failed: \(reason); rerun the same command to resume"
         case .checksumMismatch(let expected, let actual):
             return "checksum mismatch: expected sha256:\(expected), got sha256:\(actual); nothing was written"
-        case .corruptGzip(let offset, let reason):
-            return "corrupt gzip data at compressed byte \(offset): \(reason); nothing was written"
+        case .corruptData(let format, let offset, let reason):
+            return "corrupt \(format) data at byte \(offset) of the \(format) stream: \(reason); nothing was written"
         case .io(let path, let operation, let code):
             let reason = String(cString: strerror(code))
             let hint = (code == ENOSPC || code == EDQUOT)

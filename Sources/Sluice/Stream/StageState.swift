@@ -22,31 +22,63 @@ public struct SourceState: Codable, Sendable, Equatable {
     }
 }
 
-/// A transform's or sink's exact state at a cut, tagged with the stage it belongs to.
-public enum StageState: Sendable, Equatable {
-    case verify(SHA256State)
-    case gunzip(GzipState)
-    case file(FileSinkState)
-    case stdout(StdoutSinkState)
+/// Bytes a stage had taken in and passed on at a cut. Consecutive stages must agree:
+/// what one passed on is what the next took in.
+public struct StagePosition: Sendable, Equatable {
+    public var input: UInt64
+    public var output: UInt64
 
-    /// Bytes the stage had taken in and passed on at the cut.
-    public var position: (input: UInt64, output: UInt64) {
-        switch self {
-        case .verify(let s): return (s.bytesHashed, s.bytesHashed)
-        case .gunzip(let s): return (s.compressedOffset, s.outputOffset)
-        case .file(let s): return (s.bytesWritten, s.bytesWritten)
-        case .stdout(let s): return (s.bytesWritten, s.bytesWritten)
-        }
+    public init(input: UInt64, output: UInt64) {
+        self.input = input
+        self.output = output
+    }
+}
+
+/// A transform's or sink's exact state at a cut: a plain value the checkpoint stores
+/// under the stage's word, and from which the stage is rebuilt on resume.
+///
+/// A restored value is untrusted input (a checkpoint is a file anyone with access can
+/// edit): the stage that restores it checks every field before using it.
+public protocol StageStateValue: Codable, Sendable, Equatable {
+    /// The stage word this state belongs to, e.g. `gunzip`.
+    static var stage: String { get }
+    /// Bytes taken in and passed on at the cut.
+    var position: StagePosition { get }
+    /// Why a rerun could not continue from this state given what is on disk now (for
+    /// `sluice inspect`), or nil when nothing speaks against it.
+    func resumeProblem() -> String?
+}
+
+extension StageStateValue {
+    public func resumeProblem() -> String? { nil }
+
+    fileprivate func isEqual(to other: any StageStateValue) -> Bool {
+        (other as? Self) == self
+    }
+}
+
+/// One stage's state at a cut, whatever the stage: the word it belongs to and its value.
+/// Encoded as `{"stage": WORD, "state": {…}}`; the registry knows each word's type.
+public struct StageState: Sendable, Equatable {
+    public let value: any StageStateValue
+
+    public init(_ value: some StageStateValue) {
+        self.value = value
     }
 
     /// The stage word this state belongs to.
-    public var stageName: String {
-        switch self {
-        case .verify: return "verify"
-        case .gunzip: return "gunzip"
-        case .file: return "file"
-        case .stdout: return "stdout"
-        }
+    public var stageName: String { type(of: value).stage }
+
+    /// Bytes the stage had taken in and passed on at the cut.
+    public var position: StagePosition { value.position }
+
+    /// The value as a given stage's state type, or nil when it belongs to another stage.
+    public func `as`<State: StageStateValue>(_: State.Type) -> State? {
+        value as? State
+    }
+
+    public static func == (lhs: StageState, rhs: StageState) -> Bool {
+        lhs.value.isEqual(to: rhs.value)
     }
 }
 
@@ -55,24 +87,20 @@ extension StageState: Codable {
 
     public init(from decoder: Decoder) throws {
         let c = try decoder.container(keyedBy: Key.self)
-        switch try c.decode(String.self, forKey: .stage) {
-        case "verify": self = .verify(try c.decode(SHA256State.self, forKey: .state))
-        case "gunzip": self = .gunzip(try c.decode(GzipState.self, forKey: .state))
-        case "file": self = .file(try c.decode(FileSinkState.self, forKey: .state))
-        case "stdout": self = .stdout(try c.decode(StdoutSinkState.self, forKey: .state))
-        case let other:
-            throw DecodingError.dataCorruptedError(forKey: .stage, in: c, debugDescription: "unknown stage '\(other)'")
+        let word = try c.decode(String.self, forKey: .stage)
+        guard let type = StageRegistry.kind(named: word)?.stateType else {
+            throw DecodingError.dataCorruptedError(forKey: .stage, in: c, debugDescription: "unknown stage '\(word)'")
         }
+        value = try Self.decode(type, from: c)
+    }
+
+    private static func decode<State: StageStateValue>(_: State.Type, from c: KeyedDecodingContainer<Key>) throws -> State {
+        try c.decode(State.self, forKey: .state)
     }
 
     public func encode(to encoder: Encoder) throws {
         var c = encoder.container(keyedBy: Key.self)
         try c.encode(stageName, forKey: .stage)
-        switch self {
-        case .verify(let s): try c.encode(s, forKey: .state)
-        case .gunzip(let s): try c.encode(s, forKey: .state)
-        case .file(let s): try c.encode(s, forKey: .state)
-        case .stdout(let s): try c.encode(s, forKey: .state)
-        }
+        try c.encode(value, forKey: .state)
     }
 }

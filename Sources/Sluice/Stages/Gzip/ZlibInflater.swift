@@ -23,7 +23,7 @@ final class ZlibInflater: DeflateEngine {
     init(tracksBoundaries: Bool = true) throws {
         self.tracksBoundaries = tracksBoundaries
         guard sluice_inflateInit2(&stream, -15) == Z_OK else {
-            throw SluiceError.corruptGzip(offset: 0, reason: "zlib could not start an inflater")
+            throw SluiceError.corruptData(format: "gzip", offset: 0, reason: "zlib could not start an inflater")
         }
     }
 

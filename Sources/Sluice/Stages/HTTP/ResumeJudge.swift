@@ -11,7 +11,7 @@ enum ResponseVerdict {
 }
 
 /// Decides, from a response head alone and before any body byte moves, whether that body
-/// may be spliced onto the `offset` bytes already delivered (DESIGN.md §3).
+/// may be spliced onto the `offset` bytes already delivered (docs/ARCHITECTURE.md, "Resume rules").
 struct ResumeJudge {
     /// Bytes already delivered downstream; a nonzero offset was requested with a Range.
     let offset: UInt64

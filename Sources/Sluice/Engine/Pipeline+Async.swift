@@ -1,0 +1,25 @@
+import Foundation
+
+extension Pipeline {
+    /// Runs to the end without blocking the caller's task. The stages run on threads of
+    /// their own (they block in I/O, which the cooperative pool must not); cancelling the
+    /// task stops the run at a checkpoint, and this throws `SluiceError.cancelled`.
+    ///
+    ///     let pipeline = try Pipeline("fetch https://example.org/x.gz | gunzip | file x")
+    ///     async let report = pipeline.run()
+    ///     for await event in pipeline.events { … }
+    @discardableResult
+    public func run() async throws -> RunReport {
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<RunReport, Error>) in
+                let thread = Thread { [self] in
+                    continuation.resume(with: Result { try run() as RunReport })
+                }
+                thread.name = "sluice.run"
+                thread.start()
+            }
+        } onCancel: {
+            cancel()
+        }
+    }
+}
