@@ -29,3 +29,7 @@ static inline int sluice_openat2(int dirfd, const char *path, uint64_t flags, ui
 static inline int sluice_syncfs(int fd) {
     return syncfs(fd);
 }
+
+#include <sys/stat.h>
+// UTIME_OMIT is a macro built from an expression Swift does not import.
+static const long SLUICE_UTIME_OMIT = UTIME_OMIT;

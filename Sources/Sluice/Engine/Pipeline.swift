@@ -125,6 +125,9 @@ public final class Pipeline: Sendable {
             } catch FileSinkError.partialTooShort(let path, let expected) {
                 guard restartReason == nil else { throw SluiceError.io(path: path, operation: "resume", errno: EIO) }
                 restartReason = "\(path) is shorter than the \(expected) bytes the checkpoint records; starting over from zero"
+            } catch let changed as PartialOutputChanged {
+                guard restartReason == nil else { throw SluiceError.io(path: changed.path, operation: "resume", errno: EIO) }
+                restartReason = "\(changed.path): \(changed.reason); starting over from zero"
             } catch let error as SluiceError {
                 if case .checkpointRefused = error { refusedCheckpoint = true }
                 // Without a checkpoint nothing can ever resume the partial output.

@@ -9,6 +9,7 @@ public enum StageRegistry {
         .gunzip,
         .file,
         .stdout,
+        .untar,
     ]
 
     public static func kind(named word: String) -> StageKind? {

@@ -240,7 +240,7 @@ final class SafeExtractor {
     }
 
     static func times(_ mtime: TarTime) -> [timespec] {
-        [timespec(tv_sec: 0, tv_nsec: Int(UTIME_OMIT)), timespec(tv_sec: Int(mtime.seconds), tv_nsec: Int(mtime.nanoseconds))]
+        [timespec(tv_sec: 0, tv_nsec: SLUICE_UTIME_OMIT), timespec(tv_sec: Int(mtime.seconds), tv_nsec: Int(mtime.nanoseconds))]
     }
 
     static func fileType(_ leaf: [UInt8], in parent: Int32) -> UInt32 {

@@ -15,7 +15,9 @@ struct TarReader {
     static let maxLongName: UInt64 = 8 << 10
     static let maxMembers: UInt64 = 20_000_000
 
-    init(restoring state: TarReaderState = TarReaderState()) throws(TarError) {
+    init() { state = TarReaderState() }
+
+    init(restoring state: TarReaderState) throws(TarError) {
         try state.validate()
         self.state = state
     }
@@ -310,32 +312,32 @@ public struct TarReaderState: Codable, Sendable, Equatable {
 
     /// A restored state is hostile input: every field must be one the reader could have left.
     func validate() throws(TarError) {
-        func refuse(_ why: String) throws(TarError) { throw TarError.corrupt(offset: offset, reason: "checkpoint state: \(why)") }
+        func refuse(_ why: String) -> TarError { TarError.corrupt(offset: offset, reason: "checkpoint state: \(why)") }
         let extendedTypes: [UInt8] = [UInt8(ascii: "x"), UInt8(ascii: "g"), UInt8(ascii: "L"), UInt8(ascii: "K")]
         switch phase {
         case .header, .endMarker:
-            if pending.count >= 512 { try refuse("a header holds \(pending.count) bytes") }
+            if pending.count >= 512 { throw refuse("a header holds \(pending.count) bytes") }
         case .extended:
-            guard extendedTypes.contains(extendedType) else { try refuse("unknown extended header type \(extendedType)") }
+            guard extendedTypes.contains(extendedType) else { throw refuse("unknown extended header type \(extendedType)") }
             let limit = extendedType == UInt8(ascii: "L") || extendedType == UInt8(ascii: "K")
                 ? TarReader.maxLongName : TarReader.maxExtendedHeader
             let (total, overflow) = UInt64(pending.count).addingReportingOverflow(remaining)
-            if remaining == 0 || overflow || total > limit { try refuse("extended header size out of bounds") }
+            if remaining == 0 || overflow || total > limit { throw refuse("extended header size out of bounds") }
         case .member:
-            if remaining == 0 || !pending.isEmpty { try refuse("member phase with nothing left") }
+            if remaining == 0 || !pending.isEmpty { throw refuse("member phase with nothing left") }
         case .padding:
-            if padding == 0 || padding >= 512 || !pending.isEmpty { try refuse("padding of \(padding) bytes") }
+            if padding == 0 || padding >= 512 || !pending.isEmpty { throw refuse("padding of \(padding) bytes") }
         case .end:
-            if !pending.isEmpty { try refuse("bytes pending after the end") }
+            if !pending.isEmpty { throw refuse("bytes pending after the end") }
         }
-        if padding >= 512 { try refuse("padding of \(padding) bytes") }
-        if members > TarReader.maxMembers { try refuse("too many members") }
+        if padding >= 512 { throw refuse("padding of \(padding) bytes") }
+        if members > TarReader.maxMembers { throw refuse("too many members") }
         let allowed: Set<String> = ["path", "linkpath", "size", "mtime", Self.sparseKey]
         for (key, value) in pax.merging(globalPax, uniquingKeysWith: { a, _ in a }) {
-            if !allowed.contains(key) || UInt64(value.bytes.count) > TarReader.maxExtendedHeader { try refuse("pax key '\(TarName.display(Array(key.utf8)))'") }
+            if !allowed.contains(key) || UInt64(value.bytes.count) > TarReader.maxExtendedHeader { throw refuse("pax key '\(TarName.display(Array(key.utf8)))'") }
         }
         for name in [longName, longLink].compactMap({ $0 }) where UInt64(name.bytes.count) > TarReader.maxLongName {
-            try refuse("a long name of \(name.bytes.count) bytes")
+            throw refuse("a long name of \(name.bytes.count) bytes")
         }
     }
 }
