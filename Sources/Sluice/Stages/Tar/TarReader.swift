@@ -89,7 +89,7 @@ struct TarReader {
         switch state.phase {
         case .end: return
         case .member:
-            throw TarError.corrupt(offset: state.offset, reason: "the archive is truncated inside member \(state.members) (\(state.remaining) bytes of it missing)")
+            throw TarError.corrupt(offset: state.offset, reason: "the archive is truncated inside member \(state.members) of it (\(state.remaining) bytes missing)")
         case .header where state.pending.isEmpty && state.members == 0:
             throw TarError.corrupt(offset: state.offset, reason: "the stream is empty, not a tar archive")
         default:
