@@ -42,6 +42,8 @@ public final class UntarSink: TerminalSink, TarEventHandler {
         /// CRC-32 of the first `crcCovers` bytes, extended lazily at each cut.
         var crc: UInt32
         var crcCovers: UInt64
+        /// Where the member's header is, for messages (0 after a resume).
+        var headerOffset: UInt64 = 0
     }
 
     public static func partialPath(for directory: String) -> String { directory + ".sluice-part" }
@@ -207,10 +209,10 @@ public final class UntarSink: TerminalSink, TarEventHandler {
         do {
             try extract(entry)
         } catch let refusal as PathRefusal {
-            throw SluiceError.corruptData(format: "tar", offset: reader.state.offset,
+            throw SluiceError.corruptData(format: "tar", offset: entry.offset,
                                           reason: "member \(TarName.display(entry.path)) \(refusal.reason); refused")
         } catch let error as ExtractError {
-            throw Self.sluiceError(error, offset: reader.state.offset, member: entry.path)
+            throw Self.sluiceError(error, offset: entry.offset, member: entry.path)
         }
     }
 
@@ -220,7 +222,7 @@ public final class UntarSink: TerminalSink, TarEventHandler {
         case .regular:
             let (fd, needsChmod) = try extractor.createFile(path, mode: entry.mode)
             current = OpenFile(fd: fd, path: path, mode: entry.mode, mtime: entry.mtime, needsChmod: needsChmod,
-                               written: 0, crc: 0, crcCovers: 0)
+                               written: 0, crc: 0, crcCovers: 0, headerOffset: entry.offset)
         case .directory:
             let metadata = DirectoryMetadata(path: ByteString(path.joined), mode: entry.mode, mtime: entry.mtime)
             if path.components.isEmpty {
@@ -259,7 +261,7 @@ public final class UntarSink: TerminalSink, TarEventHandler {
         do {
             try extractor.completeFile(file.fd, mode: file.mode, needsChmod: file.needsChmod, mtime: file.mtime, path: file.path)
         } catch {
-            throw Self.sluiceError(error, offset: reader.state.offset, member: file.path.joined)
+            throw Self.sluiceError(error, offset: file.headerOffset, member: file.path.joined)
         }
     }
 

@@ -155,7 +155,7 @@ struct TarReader {
         }
         var entry = TarEntry(path: header.name, linkTarget: header.linkName, kind: header.kind,
                              mode: header.mode, mtime: TarTime(seconds: header.mtime, nanoseconds: 0),
-                             size: header.size, index: state.members)
+                             size: header.size, index: state.members, offset: offset)
         if let name = state.longName { entry.path = name.bytes }
         if let link = state.longLink { entry.linkTarget = link.bytes }
         func value(_ key: String) -> [UInt8]? {
@@ -399,6 +399,8 @@ struct TarEntry: Equatable {
     var size: UInt64
     /// 0-based position among the archive's members.
     var index: UInt64
+    /// Where its header block starts in the tar stream (after any extended headers).
+    var offset: UInt64
 }
 
 /// The fields of one 512-byte header block.
