@@ -1,5 +1,6 @@
 import CZlib
 import Foundation
+import XCTest
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -120,4 +121,14 @@ func makeSourceTree(at root: String, files: Int, seed: UInt64, largeFile: Int = 
         chmod(root + "/" + dir, modes[Int(random.next() % UInt64(modes.count))])
         utimensat(AT_FDCWD, root + "/" + dir, &times, 0)
     }
+}
+
+/// A temporary directory on tmpfs when there is one (/dev/shm): tests that finish many
+/// extractions would otherwise wait on every `syncfs` of a shared disk.
+func makeMemoryTemporaryDirectory(_ test: XCTestCase) throws -> String {
+    guard access("/dev/shm", W_OK) == 0 else { return try makeTemporaryDirectory(test) }
+    let path = "/dev/shm/sluice-test-" + UUID().uuidString
+    try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    test.addTeardownBlock { try? FileManager.default.removeItem(atPath: path) }
+    return path
 }

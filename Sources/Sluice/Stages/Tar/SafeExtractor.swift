@@ -42,14 +42,15 @@ final class SafeExtractor {
 
     // MARK: members
 
-    /// Creates a regular file (replacing whatever is at the name) open for writing.
+    /// Creates a regular file (replacing whatever is at the name) open for writing — and
+    /// reading, so a cut can read back what it covers.
     /// Returns the descriptor and whether its mode still needs setting at the end.
     func createFile(_ path: MemberPath, mode: UInt32) throws(ExtractError) -> (fd: Int32, needsChmod: Bool) {
         let (parent, leaf) = try parentAndLeaf(path)
         let wanted = Self.permissions(mode)
         let created = (wanted | 0o600) & ~umask
         for attempt in 0..<2 {
-            let fd = Self.withCString(leaf) { openat(parent, $0, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, created) }
+            let fd = Self.withCString(leaf) { openat(parent, $0, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, created) }
             if fd >= 0 { return (fd, created != wanted & ~umask) }
             guard errno == EEXIST, attempt == 0 else { throw fail("create", path) }
             try remove(leaf, in: parent, path: path)

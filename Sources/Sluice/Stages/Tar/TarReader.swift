@@ -76,7 +76,7 @@ struct TarReader {
                 // Archivers pad to a record size with zeros; anything else after the end is not ours to ignore.
                 let tail = UnsafeRawBufferPointer(rebasing: bytes[at...])
                 if let bad = tail.firstIndex(where: { $0 != 0 }) {
-                    throw TarError.corrupt(offset: state.offset &+ UInt64(bad - at), reason: "non-zero data after the end-of-archive marker")
+                    throw TarError.corrupt(offset: state.offset &+ UInt64(bad), reason: "non-zero data after the end-of-archive marker")
                 }
                 state.offset &+= UInt64(tail.count)
                 at = count
@@ -156,15 +156,16 @@ struct TarReader {
         var entry = TarEntry(path: header.name, linkTarget: header.linkName, kind: header.kind,
                              mode: header.mode, mtime: TarTime(seconds: header.mtime, nanoseconds: 0),
                              size: header.size, index: state.members, offset: offset)
-        if let name = state.longName { entry.path = name.bytes }
-        if let link = state.longLink { entry.linkTarget = link.bytes }
         func value(_ key: String) -> [UInt8]? {
             // An empty value in an `x` header cancels the global one: the header's field applies.
             guard let v = state.pax[key] ?? state.globalPax[key], !v.bytes.isEmpty else { return nil }
             return v.bytes
         }
+        // Precedence: this member's `x` record, then a GNU long name, then a `g` record, then the header.
         if let path = value("path") { entry.path = path }
         if let link = value("linkpath") { entry.linkTarget = link }
+        if let name = state.longName, state.pax["path"] == nil { entry.path = name.bytes }
+        if let link = state.longLink, state.pax["linkpath"] == nil { entry.linkTarget = link.bytes }
         if value(TarReaderState.sparseKey) != nil {
             throw TarError.corrupt(offset: offset, reason: "member \(TarName.display(entry.path)) is a sparse file (pax GNU.sparse), which untar does not support")
         }
