@@ -71,7 +71,8 @@ func treeDifferences(_ expected: [String: TreeEntry], _ actual: [String: TreeEnt
 
 /// A source-tree-like directory: nested directories, files of many sizes (some empty,
 /// some large), long and UTF-8 names, symlinks, hard links, odd modes, fractional mtimes.
-func makeSourceTree(at root: String, files: Int, seed: UInt64, largeFile: Int = 0, longNames: Bool = true) throws {
+func makeSourceTree(at root: String, files: Int, seed: UInt64, largeFile: Int = 0, longNames: Bool = true,
+                    sizeDivisor: Int = 1) throws {
     var random = SeededRandom(seed: seed)
     let fm = FileManager.default
     try fm.createDirectory(atPath: root, withIntermediateDirectories: true)
@@ -90,7 +91,7 @@ func makeSourceTree(at root: String, files: Int, seed: UInt64, largeFile: Int = 
         let dir = directories[Int(random.next() % UInt64(directories.count))]
         let prefix = dir.isEmpty ? "" : dir + "/"
         let r = random.next() % 100
-        let size: Int = r < 8 ? 0 : r < 70 ? Int(random.next() % 4000) : r < 97 ? Int(random.next() % 60_000) : Int(random.next() % 600_000)
+        let size: Int = (r < 8 ? 0 : r < 70 ? Int(random.next() % 4000) : r < 97 ? Int(random.next() % 60_000) : Int(random.next() % 600_000)) / sizeDivisor
         let name = prefix + "file\(i)" + (i % 50 == 7 ? ".ünïcødé" : ".c")
         let bytes = makeTestData(count: size, seed: random.next())
         guard fm.createFile(atPath: root + "/" + name, contents: Data(bytes)) else {
