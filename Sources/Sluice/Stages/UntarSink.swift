@@ -151,7 +151,7 @@ public final class UntarSink: TerminalSink, TarEventHandler {
     /// syncfs on the destination: one call makes every file and directory entry since the
     /// last cut durable (measured against fsync per file: see the benchmark notes).
     public func durability() throws -> (@Sendable () throws -> Void)? {
-        let handle = try FilesystemSyncHandle(duplicating: root, path: partialPath)
+        let handle = try SyncHandle(duplicating: root, path: partialPath, wholeFilesystem: true)
         return { try handle.sync() }
     }
 
@@ -365,24 +365,6 @@ public struct UntarState: StageStateValue {
 struct PartialOutputChanged: Error {
     let path: String
     let reason: String
-}
-
-/// A duplicate of the destination's descriptor, for `syncfs` from the checkpoint writer's thread.
-final class FilesystemSyncHandle: @unchecked Sendable {
-    private let fd: Int32
-    private let path: String
-
-    init(duplicating fd: Int32, path: String) throws {
-        self.fd = dup(fd)
-        self.path = path
-        guard self.fd >= 0 else { throw SluiceError.io(path: path, operation: "duplicate descriptor of", errno: errno) }
-    }
-
-    func sync() throws {
-        if sluice_syncfs(fd) != 0 { throw SluiceError.io(path: path, operation: "sync", errno: errno) }
-    }
-
-    deinit { close(fd) }
 }
 
 extension UntarSink {
