@@ -193,6 +193,14 @@ final class UntarHostileTests: XCTestCase {
             XCTAssertEqual(result.status, 2, "\(target): \(result.stderr)")
             XCTAssertEqual(treeDifferences(before, treeSnapshot(dir)), [], target)
         }
+        // DIR must name a directory to create: not `.`, `..` or `/`; trailing slashes are dropped.
+        for bad in [".", "..", "/", "sub/.."] {
+            let result = try SluiceBinary.run(["-q", "read \(dir)/a.tar | untar \(bad)"], in: dir)
+            XCTAssertEqual(result.status, 2, "\(bad): \(result.stderr)")
+        }
+        let slash = try SluiceBinary.run(["-q", "read \(dir)/a.tar | untar \(dir)/fresh//"])
+        XCTAssertEqual(slash.status, 0, slash.stderr)
+        XCTAssertEqual(try String(contentsOfFile: dir + "/fresh/a", encoding: .utf8), "data")
         // An empty directory is fine: it is replaced by the extracted tree.
         let result = try SluiceBinary.run(["-q", "read \(dir)/a.tar | untar \(dir)/empty"])
         XCTAssertEqual(result.status, 0, result.stderr)

@@ -1,5 +1,5 @@
+import CIsal
 import CLinux
-import CZlib
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -19,6 +19,7 @@ public final class UntarSink: TerminalSink, TarEventHandler {
     private let root: Int32
     private let notify: (String) -> Void
     private var noticesGiven = 0
+    private let resumable: Bool
 
     /// The regular file being written, if the current member is one.
     private var current: OpenFile?
@@ -50,8 +51,11 @@ public final class UntarSink: TerminalSink, TarEventHandler {
 
     /// A fresh extraction (any stale partial tree is removed first), or one restored from
     /// a checkpoint: the partial tree must still be what the checkpoint describes.
-    public init(directory: String, strip: Int = 0, restoring state: UntarState? = nil,
+    /// `resumable`: checkpoints will be taken, so the current file's CRC is kept as it is
+    /// written (without, a cut computes it by reading the file back).
+    public init(directory: String, strip: Int = 0, restoring state: UntarState? = nil, resumable: Bool = true,
                 notify: @escaping (String) -> Void = { _ in }) throws {
+        self.resumable = resumable
         guard (0...Self.maxStrip).contains(strip) else { throw SluiceError.usage("untar strip=\(strip): expected 0 to \(Self.maxStrip)") }
         self.directory = directory
         self.partialPath = Self.partialPath(for: directory)
@@ -165,7 +169,7 @@ public final class UntarSink: TerminalSink, TarEventHandler {
             let n = buffer.withUnsafeMutableBytes { pread(file.fd, $0.baseAddress, want, off_t(file.crcCovers)) }
             // A read failure leaves a CRC the resume will not match: it starts over, never trusts.
             guard n > 0 else { file.crc = ~file.crc; return }
-            file.crc = buffer.withUnsafeBytes { UInt32(crc32(UInt(file.crc), $0.bindMemory(to: Bytef.self).baseAddress, uInt(n))) }
+            file.crc = buffer.withUnsafeBytes { Self.crc32(file.crc, UnsafeRawBufferPointer(rebasing: $0[..<n])) }
             file.crcCovers += UInt64(n)
         }
     }
@@ -252,7 +256,19 @@ public final class UntarSink: TerminalSink, TarEventHandler {
     func tarData(_ bytes: UnsafeRawBufferPointer) throws {
         guard let fd = current?.fd else { return }   // a member whose data is not extracted
         try POSIX.writeAll(fd, bytes, path: partialPath)
-        current!.written &+= UInt64(bytes.count)
+        current?.written &+= UInt64(bytes.count)
+        // While the bytes are in cache (ISA-L's CRC runs at many GB/s); otherwise a cut reads them back.
+        if resumable, var file = current, file.crcCovers + UInt64(bytes.count) == file.written {
+            file.crc = Self.crc32(file.crc, bytes)
+            file.crcCovers = file.written
+            current = file
+        }
+    }
+
+    /// CRC-32 (gzip's), continued from `crc`.
+    static func crc32(_ crc: UInt32, _ bytes: UnsafeRawBufferPointer) -> UInt32 {
+        guard let base = bytes.baseAddress else { return crc }
+        return crc32_gzip_refl(crc, base.assumingMemoryBound(to: UInt8.self), UInt64(bytes.count))
     }
 
     func tarEntryEnd() throws {
@@ -326,6 +342,44 @@ public struct DirectoryMetadata: Codable, Sendable, Equatable {
     var mtime: TarTime
 
     var depth: Int { path.bytes.reduce(1) { $1 == UInt8(ascii: "/") ? $0 + 1 : $0 } }
+
+    /// Per directory, little-endian: mode u32, mtime seconds i64, nanoseconds i32, path
+    /// length u16, path bytes.
+    static func pack(_ list: [DirectoryMetadata]) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(list.count * 48)
+        func put<T: FixedWidthInteger>(_ value: T) { withUnsafeBytes(of: value.littleEndian) { out += $0 } }
+        for dir in list {
+            put(dir.mode)
+            put(dir.mtime.seconds)
+            put(dir.mtime.nanoseconds)
+            put(UInt16(truncatingIfNeeded: dir.path.bytes.count))
+            out += dir.path.bytes
+        }
+        return out
+    }
+
+    /// nil when the bytes are not a list `pack` could have written.
+    static func unpack(_ bytes: [UInt8]) -> [DirectoryMetadata]? {
+        var list: [DirectoryMetadata] = []
+        var at = 0
+        func take<T: FixedWidthInteger>(_: T.Type) -> T? {
+            let size = MemoryLayout<T>.size
+            guard bytes.count - at >= size else { return nil }
+            var value: T = 0
+            for i in 0..<size { value |= T(truncatingIfNeeded: bytes[at + i]) << (8 * i) }
+            at += size
+            return value
+        }
+        while at < bytes.count {
+            guard let mode = take(UInt32.self), let seconds = take(Int64.self), let nanos = take(Int32.self),
+                  let length = take(UInt16.self), bytes.count - at >= Int(length) else { return nil }
+            list.append(DirectoryMetadata(path: ByteString(Array(bytes[at..<(at + Int(length))])), mode: mode,
+                                          mtime: TarTime(seconds: seconds, nanoseconds: nanos)))
+            at += Int(length)
+        }
+        return list
+    }
     var memberPath: MemberPath { MemberPath.restored(path.bytes) ?? MemberPath(components: []) }
 }
 
@@ -350,6 +404,43 @@ public struct UntarState: StageStateValue {
     }
 
     public var position: StagePosition { StagePosition(input: reader.offset, output: reader.offset) }
+
+    private enum CodingKeys: String, CodingKey { case directory, strip, reader, current, directories, root }
+
+    // Directories are stored as one packed base64 string: thousands of small JSON objects
+    // made every checkpoint of a source tree cost milliseconds of encoding.
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        directory = try c.decode(String.self, forKey: .directory)
+        strip = try c.decode(Int.self, forKey: .strip)
+        reader = try c.decode(TarReaderState.self, forKey: .reader)
+        current = try c.decodeIfPresent(CurrentFile.self, forKey: .current)
+        root = try c.decodeIfPresent(DirectoryMetadata.self, forKey: .root)
+        guard let list = DirectoryMetadata.unpack(try c.decode(ByteString.self, forKey: .directories).bytes) else {
+            throw DecodingError.dataCorruptedError(forKey: .directories, in: c, debugDescription: "not a packed directory list")
+        }
+        directories = list
+    }
+
+    public func encode(to encoder: Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(directory, forKey: .directory)
+        try c.encode(strip, forKey: .strip)
+        try c.encode(reader, forKey: .reader)
+        try c.encodeIfPresent(current, forKey: .current)
+        try c.encodeIfPresent(root, forKey: .root)
+        try c.encode(ByteString(DirectoryMetadata.pack(directories)), forKey: .directories)
+    }
+
+    init(directory: String, strip: Int, reader: TarReaderState, current: CurrentFile?,
+         directories: [DirectoryMetadata], root: DirectoryMetadata?) {
+        self.directory = directory
+        self.strip = strip
+        self.reader = reader
+        self.current = current
+        self.directories = directories
+        self.root = root
+    }
 
     public func resumeProblem() -> String? {
         var st = stat()
@@ -403,7 +494,7 @@ extension UntarSink {
 
 extension StageKind {
     static let untar = StageKind.sink(
-        "untar", arguments: [StageArgument("DIR", "a directory path", check: StageArgument.path.check)],
+        "untar", arguments: [.destinationDirectory],
         options: [.integer("strip", "leading path components to drop from every name", in: 0...UntarSink.maxStrip)],
         summary: "sink: unpacks a tar stream into DIR (via DIR.sluice-part, renamed only on success); path-safe",
         nsPerByte: 0.6, state: UntarState.self,
@@ -411,6 +502,22 @@ extension StageKind {
     ) { spec, context, saved in
         let progress = context.control.progress
         return try UntarSink(directory: spec.arguments[0], strip: spec.option("strip").flatMap { Int($0) } ?? 0,
-                             restoring: saved, notify: { progress.emit(.notice($0)) })
+                             restoring: saved, resumable: saved != nil || context.options.checkpointInterval > 0,
+                             notify: { progress.emit(.notice($0)) })
+    }
+}
+
+extension StageArgument {
+    /// untar's DIR: a path whose last component names the directory to create, written
+    /// without trailing slashes (so `DIR.sluice-part` lands beside it, not inside it).
+    static let destinationDirectory = StageArgument("DIR", "a directory path") { text throws(StageWordError) in
+        let path = try StageArgument.path.check(text)
+        var trimmed = Substring(path)
+        while trimmed.count > 1, trimmed.hasSuffix("/") { trimmed = trimmed.dropLast() }
+        let last = trimmed.split(separator: "/").last ?? ""
+        guard !last.isEmpty, last != ".", last != ".." else {
+            throw StageWordError("untar needs a directory to create, not '\(text)'; name a new or empty directory, e.g. out/tree")
+        }
+        return String(trimmed)
     }
 }
