@@ -3,3 +3,4 @@
 #define OPENSSL_SUPPRESS_DEPRECATED 1
 #include <openssl/sha.h>
 #include <openssl/opensslv.h>
+#include <openssl/crypto.h>

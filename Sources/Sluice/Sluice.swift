@@ -1,4 +1,27 @@
+import CCrypto
+import CCurl
+import CIsal
+import CZlib
+
 /// Sluice: resumable byte-stream pipelines. Start with `Pipeline`.
 public enum Sluice {
-    public static let version = "0.1.0"
+    /// The release; the only place it is written (CHANGELOG.md records its history).
+    public static let version = "0.2.0"
+
+    /// The C libraries this build runs with, as `name version` pairs: libcurl, OpenSSL,
+    /// zlib and ISA-L (whose version is part of every ISA-L checkpoint).
+    public static var libraries: [(name: String, version: String)] {
+        [
+            ("libcurl", Self.curlVersion),
+            ("OpenSSL", OpenSSL_version(6).map { String(cString: $0) } ?? "?"),  // 6: OPENSSL_VERSION_STRING, e.g. 3.0.19
+            ("zlib", String(cString: zlibVersion())),
+            ("ISA-L", "\(ISAL_MAJOR_VERSION).\(ISAL_MINOR_VERSION).\(ISAL_PATCH_VERSION) (built against)"),
+        ]
+    }
+
+    /// `7.88.1` out of curl_version()'s `libcurl/7.88.1 OpenSSL/3.0.15 …`.
+    private static var curlVersion: String {
+        let full = String(cString: curl_version())
+        return full.split(separator: " ").first.map { String($0.drop(while: { $0 != "/" }).dropFirst()) } ?? full
+    }
 }

@@ -9,84 +9,73 @@ struct Arguments {
         case inspect(path: String, json: Bool)
         case help
         case version
+        case manpage
+        case completions(shell: String)
     }
 
     var command: Command = .help
+    /// `--help` or `--version`: answered at once, whatever else the line says.
+    var requested: Command?
     var options = PipelineOptions()
     var progress: ProgressStyle = .auto
     var quiet = false
+    var specFile: String?
+    var json = false
 
-    static func parse(_ argv: [String]) throws(SluiceError) -> Arguments {
+    /// `environment`: where `CURL_CA_BUNDLE`, `SSL_CERT_FILE` and `SSL_CERT_DIR` are read.
+    static func parse(_ argv: [String],
+                      environment: [String: String] = ProcessInfo.processInfo.environment) throws(SluiceError) -> Arguments {
         var args = Arguments()
         var rest = argv[...]
         var positional: [String] = []
-        var specFile: String?
-        var json = false
 
-        func value(for option: String) throws(SluiceError) -> String {
-            guard let v = rest.popFirst() else { throw .usage("option \(option) needs a value") }
-            return v
-        }
         while let arg = rest.popFirst() {
+            // Short flags combine (-qk); one that takes a value may come last (-qf FILE).
+            if let letters = Self.shortCluster(arg) {
+                rest.insert(contentsOf: letters, at: rest.startIndex)
+                continue
+            }
+            if arg == "--" {
+                positional.append(contentsOf: rest)
+                break
+            }
             // --name=value is accepted as well as --name value.
             var name = arg
+            var attached: String?
             if arg.hasPrefix("--"), let eq = arg.firstIndex(of: "=") {
                 name = String(arg[..<eq])
-                rest.insert(String(arg[arg.index(after: eq)...]), at: rest.startIndex)
+                attached = String(arg[arg.index(after: eq)...])
             }
-            switch name {
-            case "-h", "--help": return Arguments(command: .help)
-            case "-V", "--version": return Arguments(command: .version)
-            case "-f", "--spec-file": specFile = try value(for: name)
-            case "--checkpoint": args.options.checkpointPath = try value(for: name)
-            case "--checkpoint-interval": args.options.checkpointInterval = try parseSize(try value(for: name), option: name)
-            case "--restart": args.options.restart = true
-            case "--retries":
-                let v = try value(for: name)
-                guard let n = Int(v), n >= 0 else { throw .usage("--retries takes a whole number ≥ 0, not '\(v)'") }
-                args.options.http.retries = n
-            case "--stall-timeout":
-                let v = try value(for: name)
-                guard let s = Double(v), s > 0, s.isFinite else { throw .usage("--stall-timeout takes a number of seconds > 0, not '\(v)'") }
-                args.options.http.stallTimeout = s
-            case "-H", "--header":
-                let v = try value(for: name)
-                guard let colon = v.firstIndex(of: ":"), colon != v.startIndex,
-                      !v[..<colon].contains(where: { $0 == " " || $0 == "\t" }) else {
-                    throw .usage("-H takes 'Name: value', not '\(v)'")
-                }
-                args.options.http.headers.append(v)
-            case "--cacert":
-                let v = try value(for: name)
-                guard FileManager.default.isReadableFile(atPath: v) else { throw .usage("--cacert: cannot read '\(v)'") }
-                args.options.http.caCertificate = v
-            case "--insecure", "-k": args.options.http.insecure = true
-            case "--engine":
-                let v = try value(for: name)
-                guard let engine = InflateEngineKind(rawValue: v) else { throw .usage("--engine takes zlib or isal, not '\(v)'") }
-                args.options.engine = engine
-            case "--progress":
-                let v = try value(for: name)
-                guard let mode = ProgressStyle(rawValue: v) else { throw .usage("--progress takes auto, bar, json or none, not '\(v)'") }
-                args.progress = mode
-            case "-q", "--quiet": args.quiet = true
-            case "--json": json = true
-            case "--":
-                positional.append(contentsOf: rest)
-                rest = []
-            default:
-                if arg.hasPrefix("-") && arg.count > 1 { throw .usage("unknown option '\(arg)'") }
+            guard let option = CommandOption.named(name) else {
+                if arg.hasPrefix("-") && arg.count > 1 { throw .usage("unknown option '\(name)'") }
                 positional.append(arg)
+                continue
             }
+            var value = ""
+            if option.value != nil {
+                guard let v = attached ?? rest.popFirst() else { throw .usage("option \(name) needs a value") }
+                value = v
+            } else if attached != nil {
+                throw .usage("option \(name) takes no value")
+            }
+            try option.apply(&args, value)
+            if let requested = args.requested { return Arguments(command: requested) }
         }
+
+        // As the curl tool does: a CA bundle or directory from the environment unless --cacert names one.
+        if args.options.http.caCertificate == nil {
+            args.options.http.caCertificate = [environment["CURL_CA_BUNDLE"], environment["SSL_CERT_FILE"]]
+                .compactMap { $0 }.first { !$0.isEmpty }
+        }
+        if let directory = environment["SSL_CERT_DIR"], !directory.isEmpty { args.options.http.caDirectory = directory }
 
         if positional.first == "inspect" {
             guard positional.count == 2 else { throw .usage("inspect takes one checkpoint path: sluice inspect CHECKPOINT [--json]") }
-            args.command = .inspect(path: positional[1], json: json)
+            args.command = .inspect(path: positional[1], json: args.json)
             return args
         }
-        if json { throw .usage("--json belongs to 'sluice inspect'") }
-        if let specFile {
+        if args.json { throw .usage("--json belongs to 'sluice inspect'") }
+        if let specFile = args.specFile {
             guard positional.isEmpty else { throw .usage("give the spec either with -f or as an argument, not both") }
             // FileHandle rather than FileManager: -f /dev/stdin and other pipes work too.
             guard let handle = FileHandle(forReadingAtPath: specFile),
@@ -102,6 +91,31 @@ struct Arguments {
             args.command = .run(specText: positional[0], specFile: nil)
         }
         return args
+    }
+
+    /// The one-letter options, split by whether they take a value.
+    private static let shortFlags = Set(CommandOption.all.filter { $0.value == nil }.flatMap(\.names).compactMap(letter))
+    private static let shortWithValue = Set(CommandOption.all.filter { $0.value != nil }.flatMap(\.names).compactMap(letter))
+
+    private static func letter(_ name: String) -> Character? {
+        name.count == 2 && name.hasPrefix("-") ? name.last : nil
+    }
+
+    /// `-qk` → `-q -k`; nil for anything that is not a cluster of known short options.
+    static func shortCluster(_ arg: String) -> [String]? {
+        guard arg.count > 2, arg.hasPrefix("-"), !arg.hasPrefix("--") else { return nil }
+        let letters = Array(arg.dropFirst())
+        guard letters.dropLast().allSatisfy(shortFlags.contains),
+              let last = letters.last, shortFlags.contains(last) || shortWithValue.contains(last) else { return nil }
+        return letters.map { "-\($0)" }
+    }
+
+    /// A number of seconds > 0 (fractions allowed), for the time limits.
+    static func seconds(_ text: String, option: String) throws(SluiceError) -> Double {
+        guard let value = Double(text), value > 0, value.isFinite, value <= 1e9 else {
+            throw .usage("\(option) takes a number of seconds > 0, not '\(text)'")
+        }
+        return value
     }
 
     /// `8MiB`, `512k`, `1G`, `4096`, `0` (see `ByteSize`).

@@ -45,10 +45,15 @@ struct Runner {
                 if pipeline.output == nil {
                     message = message.replacingOccurrences(of: "nothing was written", with: "the bytes already written to stdout are not valid")
                 }
-                say((spec.stages.first?.argument.map { "\($0): " } ?? "stdin: ") + message)
+                say((spec.stages.first?.argument.map { "\(DisplayText.redactedURL($0)): " } ?? "stdin: ") + message)
             } else if !pipeline.writesCheckpoints {
                 // Nothing was saved: a rerun starts over rather than resuming.
                 say("\(error)".replacingOccurrences(of: "rerun the same command to resume", with: "rerun the same command to start over"))
+            } else if error != .cancelled, !(pipeline.checkpointPath.map(FileManager.default.fileExists(atPath:)) ?? false) {
+                // The run left nothing behind (it failed before its first byte): there is
+                // nothing to resume, only the cause to fix.
+                say("\(error)".replacingOccurrences(of: "; [^;]*rerun the same command to resume$", with: "; nothing was left on disk: fix that and run the command again",
+                                                    options: .regularExpression))
             } else {
                 say("\(error)")
             }
@@ -61,7 +66,7 @@ struct Runner {
     }
 
     private func say(_ line: String) {
-        FileHandle.standardError.write(Data("sluice: \(line)\n".utf8))
+        FileHandle.standardError.write(Data("sluice: \(DisplayText.escaped(line))\n".utf8))
     }
 }
 

@@ -7,7 +7,7 @@ import Sluice
 signal(SIGPIPE, SIG_IGN)
 
 func fail(_ error: SluiceError) -> Never {
-    FileHandle.standardError.write(Data("sluice: \(error)\n".utf8))
+    FileHandle.standardError.write(Data("sluice: \(DisplayText.escaped(error.description))\n".utf8))
     exit(error.exitCode)
 }
 
@@ -21,8 +21,13 @@ do {
 switch arguments.command {
 case .help:
     print(HelpText.usage)
+case .manpage:
+    print(HelpText.manPage, terminator: "")
+case .completions(let shell):
+    print(Completions.script(for: shell) ?? "", terminator: "")
 case .version:
-    print("sluice \(Sluice.version)")
+    print("sluice \(Sluice.version) (checkpoint format \(Checkpoint.currentVersion))")
+    for library in Sluice.libraries { print("  \(library.name) \(library.version)") }
 case .inspect(let path, let json):
     do {
         print(try CheckpointInspector(path: path).render(json: json))

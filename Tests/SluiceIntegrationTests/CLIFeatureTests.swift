@@ -25,7 +25,13 @@ final class CLIFeatureTests: XCTestCase {
             XCTAssertTrue(help.contains("\n  \(code) "), "help lacks exit status \(code)")
         }
         let version = try SluiceBinary.run(["--version"])
-        XCTAssertEqual(String(decoding: version.stdout, as: UTF8.self), "sluice \(Sluice.version)\n")
+        let lines = String(decoding: version.stdout, as: UTF8.self).split(separator: "\n").map(String.init)
+        XCTAssertEqual(lines.first, "sluice \(Sluice.version) (checkpoint format \(Checkpoint.currentVersion))")
+        for (library, pattern) in [("libcurl", #"^  libcurl \d+\.\d+\.\d+$"#), ("OpenSSL", #"^  OpenSSL \d+\.\d+\.\d+$"#),
+                                   ("zlib", #"^  zlib \d+\.\d+"#), ("ISA-L", #"^  ISA-L \d+\.\d+\.\d+"#)] {
+            XCTAssertTrue(lines.contains { $0.range(of: pattern, options: .regularExpression) != nil },
+                          "--version does not name \(library)'s version: \(lines)")
+        }
     }
 
     func testSpecFileErrorsNameFileLineAndColumn() throws {
@@ -87,62 +93,60 @@ final class CLIFeatureTests: XCTestCase {
     /// Every JSON line of a run that retries, is interrupted, and resumes.
     func testProgressJSONThroughRetryAndResume() throws {
         let body = makeTestData(count: 3_000_000, seed: 21)
-        var fault = FaultServer.Fault()
-        fault.dropAfterBodyBytes = 1_200_000
-        fault.bytesPerSecond = 6_000_000
-        let server = try FaultServer(body: body, fault: fault)
-        defer { server.stop() }
-        let dir = try makeTemporaryDirectory(self)
-        let args = ["--progress", "json", "--checkpoint-interval", "256KiB", "fetch \(server.url()) | file \(dir)/out"]
+        try withFaultServer(body: body, fault: {
+            $0.dropAfterBodyBytes = 1_200_000
+            $0.bytesPerSecond = 6_000_000
+        }) { server in
+            let dir = try makeTemporaryDirectory(self)
+            let args = ["--progress", "json", "--checkpoint-interval", "256KiB", "fetch \(server.url()) | file \(dir)/out"]
 
-        let first = try StreamingProcess(SluiceBinary.path, args)
-        XCTAssertTrue(first.waitForLine(where: isLaterCheckpoint))
-        first.signal(SIGINT)
-        let (status1, lines1) = first.wait()
-        XCTAssertEqual(status1, 130)
-        let events1 = progressEvents(lines1)
-        XCTAssertEqual(events1.first?["event"] as? String, "start")
-        XCTAssertEqual(events1.last?["event"] as? String, "error")
-        XCTAssertEqual(events1.last?["exit_code"] as? Int, 130)
+            let first = try StreamingProcess(SluiceBinary.path, args)
+            XCTAssertTrue(first.waitForLine(where: isLaterCheckpoint))
+            first.signal(SIGINT)
+            let (status1, lines1) = first.wait()
+            XCTAssertEqual(status1, 130)
+            let events1 = progressEvents(lines1)
+            XCTAssertEqual(events1.first?["event"] as? String, "start")
+            XCTAssertEqual(events1.last?["event"] as? String, "error")
+            XCTAssertEqual(events1.last?["exit_code"] as? Int, 130)
 
-        let second = try StreamingProcess(SluiceBinary.path, args)
-        let (status2, lines2) = second.wait()
-        XCTAssertEqual(status2, 0, lines2.joined(separator: "\n"))
-        let events2 = progressEvents(lines2)
-        let names = events2.compactMap { $0["event"] as? String }
-        XCTAssertEqual(names.first, "resume")
-        XCTAssertEqual(names.dropFirst().first, "start")
-        XCTAssertEqual(names.last, "done")
-        XCTAssertTrue(names.contains("retry"), "the server drops every connection, so the run must retry: \(names)")
-        let allowed: Set = ["start", "progress", "retry", "checkpoint", "resume", "restart", "done", "error"]
-        XCTAssertTrue(Set(names).isSubset(of: allowed), "\(names)")
+            let second = try StreamingProcess(SluiceBinary.path, args)
+            let (status2, lines2) = second.wait()
+            XCTAssertEqual(status2, 0, lines2.joined(separator: "\n"))
+            let events2 = progressEvents(lines2)
+            let names = events2.compactMap { $0["event"] as? String }
+            XCTAssertEqual(names.first, "resume")
+            XCTAssertEqual(names.dropFirst().first, "start")
+            XCTAssertEqual(names.last, "done")
+            XCTAssertTrue(names.contains("retry"), "the server drops every connection, so the run must retry: \(names)")
+            let allowed: Set = ["start", "progress", "retry", "checkpoint", "resume", "restart", "done", "error"]
+            XCTAssertTrue(Set(names).isSubset(of: allowed), "\(names)")
 
-        // Offsets never go backwards within a run (retries continue at the current offset).
-        var last = 0
-        for event in events1 + [["event": "boundary"]] + events2 {
-            if event["event"] as? String == "boundary" { last = 0; continue }
-            guard let offset = event["source_offset"] as? Int else { continue }
-            XCTAssertGreaterThanOrEqual(offset, last, "offset went backwards: \(event)")
-            last = offset
+            // Offsets never go backwards within a run (retries continue at the current offset).
+            var last = 0
+            for event in events1 + [["event": "boundary"]] + events2 {
+                if event["event"] as? String == "boundary" { last = 0; continue }
+                guard let offset = event["source_offset"] as? Int else { continue }
+                XCTAssertGreaterThanOrEqual(offset, last, "offset went backwards: \(event)")
+                last = offset
+            }
+            XCTAssertEqual(try [UInt8](Data(contentsOf: URL(fileURLWithPath: dir + "/out"))), body)
         }
-        XCTAssertEqual(try [UInt8](Data(contentsOf: URL(fileURLWithPath: dir + "/out"))), body)
     }
 
     /// Under a pseudo-terminal the bar appears, updates, and is cleared at the end.
     func testProgressBarOnATerminal() throws {
         let body = makeTestData(count: 2_000_000, seed: 8)
-        var fault = FaultServer.Fault()
-        fault.bytesPerSecond = 2_000_000
-        let server = try FaultServer(body: body, fault: fault)
-        defer { server.stop() }
-        let dir = try makeTemporaryDirectory(self)
-        let command = "'\(SluiceBinary.path)' 'fetch \(server.url()) | file \(dir)/out'"
-        let result = try shell("script -qfec \(shellQuote(command)) /dev/null", capture: true)
-        XCTAssertEqual(result.status, 0, result.output)
-        let redraws = result.output.components(separatedBy: "\r\u{1b}[2K[").count - 1
-        XCTAssertGreaterThanOrEqual(redraws, 3, "the bar should redraw while the transfer runs: \(result.output.debugDescription)")
-        XCTAssertTrue(result.output.contains("%"))
-        XCTAssertTrue(result.output.hasSuffix("\r\u{1b}[2K"), "the bar is cleared on exit: \(result.output.suffix(80).debugDescription)")
+        try withFaultServer(body: body, fault: { $0.bytesPerSecond = 2_000_000 }) { server in
+            let dir = try makeTemporaryDirectory(self)
+            let command = "'\(SluiceBinary.path)' 'fetch \(server.url()) | file \(dir)/out'"
+            let result = try shell("script -qfec \(shellQuote(command)) /dev/null", capture: true)
+            XCTAssertEqual(result.status, 0, result.output)
+            let redraws = result.output.components(separatedBy: "\r\u{1b}[2K[").count - 1
+            XCTAssertGreaterThanOrEqual(redraws, 3, "the bar should redraw while the transfer runs: \(result.output.debugDescription)")
+            XCTAssertTrue(result.output.contains("%"))
+            XCTAssertTrue(result.output.hasSuffix("\r\u{1b}[2K"), "the bar is cleared on exit: \(result.output.suffix(80).debugDescription)")
+        }
     }
 
     func testNoBarWhenStderrIsNotATerminal() throws {
@@ -150,6 +154,22 @@ final class CLIFeatureTests: XCTestCase {
         let result = try SluiceBinary.run(["read \(Self.repository)/Fixtures/sample.tar.gz | gunzip | file \(dir)/out"])
         XCTAssertEqual(result.status, 0)
         XCTAssertEqual(result.stderr, "", "nothing on a non-terminal stderr by default")
+    }
+
+    func testShortFlagsCombine() throws {
+        let dir = try makeTemporaryDirectory(self)
+        let spec = "read \(Self.repository)/Fixtures/sample.tar.gz | gunzip | file \(dir)/out"
+        let combined = try SluiceBinary.run(["-qk", spec])
+        XCTAssertEqual(combined.status, 0, combined.stderr)
+        XCTAssertEqual(combined.stderr, "", "-q silences the --insecure warning of -k")
+        try spec.write(toFile: dir + "/spec", atomically: true, encoding: .utf8)
+        try FileManager.default.removeItem(atPath: dir + "/out")
+        XCTAssertEqual(try SluiceBinary.run(["-qf", dir + "/spec"]).status, 0, "a short option with a value may end a cluster")
+        let unknown = try SluiceBinary.run(["-qz", spec])
+        XCTAssertEqual(unknown.status, 2)
+        XCTAssertTrue(unknown.stderr.contains("unknown option '-qz'"), unknown.stderr)
+        let valueInside = try SluiceBinary.run(["-fq", dir + "/spec"])
+        XCTAssertEqual(valueInside.status, 2, "-f takes a value, so it cannot stand inside a cluster")
     }
 
     /// The README's library example, compiled as the SluiceExample target, runs.

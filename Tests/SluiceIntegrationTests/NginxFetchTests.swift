@@ -226,6 +226,39 @@ final class NginxFetchTests: XCTestCase {
         XCTAssertEqual(try shell("cmp '\(nginx.root)/data.bin' '\(dir)/insecure'").status, 0)
     }
 
+    /// Issue 10 item 6: the CA bundle from the environment, as the curl tool reads it —
+    /// `CURL_CA_BUNDLE`, `SSL_CERT_FILE` (a PEM file) and `SSL_CERT_DIR` (a hashed directory);
+    /// `--cacert` still wins over them.
+    func testCABundleFromTheEnvironment() throws {
+        let data = Data(makeTestData(count: 256 << 10, seed: 9))
+        var configuration = Nginx.Configuration()
+        configuration.tls = true
+        let nginx = try startNginx(self, configuration: configuration) { root in
+            try data.write(to: URL(fileURLWithPath: root + "/data.bin"))
+        }
+        let hashed = try makeTemporaryDirectory(self)
+        let hash = try shell("openssl x509 -hash -noout -in '\(nginx.caCertificate)'", capture: true).output
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        try FileManager.default.copyItem(atPath: nginx.caCertificate, toPath: "\(hashed)/\(hash).0")
+        let spec = "fetch \(nginx.httpsURL("/data.bin")) | stdout"
+        var base = ProcessInfo.processInfo.environment
+        for name in ["CURL_CA_BUNDLE", "SSL_CERT_FILE", "SSL_CERT_DIR"] { base[name] = nil }
+        for (name, value) in [("CURL_CA_BUNDLE", nginx.caCertificate), ("SSL_CERT_FILE", nginx.caCertificate),
+                              ("SSL_CERT_DIR", hashed)] {
+            var environment = base
+            environment[name] = value
+            let result = try SluiceBinary.run(["-q", "--retries", "0", spec], environment: environment)
+            XCTAssertEqual(result.status, 0, "\(name): \(result.stderr)")
+            XCTAssertTrue(result.stdout == data, name)
+        }
+        var wrong = base
+        wrong["SSL_CERT_FILE"] = "/nonexistent/ca.pem"
+        let overridden = try SluiceBinary.run(["-q", "--cacert", nginx.caCertificate, spec], environment: wrong)
+        XCTAssertEqual(overridden.status, 0, "--cacert wins over SSL_CERT_FILE: \(overridden.stderr)")
+        let untrusted = try SluiceBinary.run(["-q", "--retries", "0", spec], environment: base)
+        XCTAssertEqual(untrusted.status, 3, "without a CA the test certificate is refused")
+    }
+
     /// An https URL that nginx redirects to plain http is refused (exit 3, saying why) and the
     /// plain server never gets the request; an https → https redirect is followed.
     func testHTTPSToHTTPRedirectIsRefused() throws {

@@ -187,7 +187,10 @@ final class UntarHostileTests: XCTestCase {
         try "file".write(toFile: dir + "/plain", atomically: true, encoding: .utf8)
         try FileManager.default.createSymbolicLink(atPath: dir + "/link", withDestinationPath: dir + "/empty")
         try FileManager.default.createDirectory(atPath: dir + "/empty", withIntermediateDirectories: true)
-        for target in ["full", "plain", "link"] {
+        // A partial name that is not a directory of ours: a link, a file.
+        try FileManager.default.createSymbolicLink(atPath: dir + "/p1.sluice-part", withDestinationPath: dir + "/empty")
+        try "x".write(toFile: dir + "/p2.sluice-part", atomically: true, encoding: .utf8)
+        for target in ["full", "plain", "link", "p1", "p2"] {
             let before = treeSnapshot(dir)
             let result = try SluiceBinary.run(["-q", "read \(dir)/a.tar | untar \(dir)/\(target)"])
             XCTAssertEqual(result.status, 2, "\(target): \(result.stderr)")

@@ -42,6 +42,28 @@ final class FaultServer: Sendable {
         var sendLastModified: Bool = true
         /// Throttle body sending to about this rate.
         var bytesPerSecond: Int? = nil
+
+        // Hostile responses: what a broken or malicious server sends.
+
+        /// The status line's reason phrase, sent as is (control characters included).
+        var reasonPhrase: String? = nil
+        /// Raw `Name: value` lines added to every response, after the usual fields
+        /// (a second Content-Length, a Location with escape sequences, …).
+        var extraHeaders: [String] = []
+        /// Every resource response is a 206 with this Content-Range value (and the body it
+        /// would have had otherwise).
+        var contentRange: String? = nil
+        /// The Content-Length value of resource responses, replacing the true one.
+        var contentLength: String? = nil
+        /// Range requests get this many bytes past the end of their Content-Range, in a
+        /// close-delimited body (no Content-Length, so the client cannot cut them off itself).
+        var overrunBytes: Int = 0
+        /// 206 responses say `bytes FIRST-LAST/*`, and a 416 claims the resource is
+        /// `overrunBytes` longer than it is: a server consistent in its lie.
+        var rangeTotalUnknown: Bool = false
+        /// Every resource response is a 206 of at most this many bytes, from the requested
+        /// offset (or 0 without a Range): a server that hands out a file in short pieces.
+        var rangeLength: Int? = nil
     }
 
     struct Request: Sendable {
@@ -379,7 +401,9 @@ extension FaultServer {
             lines.append(String(decoding: head[lineStart..<head.endIndex], as: UTF8.self))
 
             let requestLine = lines[0].split(separator: " ", omittingEmptySubsequences: false)
-            guard requestLine.count == 3, !requestLine[0].isEmpty, requestLine[1].hasPrefix("/"),
+            // Absolute-form targets (`GET http://host/path`) are what a client sends to a proxy.
+            guard requestLine.count == 3, !requestLine[0].isEmpty,
+                  requestLine[1].hasPrefix("/") || requestLine[1].hasPrefix("http://"),
                   requestLine[2].hasPrefix("HTTP/1.") else { return .malformed }
             var headers: [String: String] = [:]
             for line in lines.dropFirst() {
@@ -451,36 +475,55 @@ extension FaultServer {
             var slice = resource.body[...]
             var contentRange: String? = nil
             if !fault.ignoreRange, let rangeHeader = request.headers["range"] {
+                let claimed = fault.rangeTotalUnknown ? length + fault.overrunBytes : length
                 if fault.always416 {
-                    return Self.unsatisfiable(length: length, validators: validators)
+                    return Self.unsatisfiable(length: claimed, validators: validators)
                 }
                 let honoured = Self.ifRangeAllows(request.headers["if-range"], resource: resource, fault: fault)
                 if honoured, let range = Self.parseRange(rangeHeader, length: length) {
                     switch range {
                     case .unsatisfiable:
-                        return Self.unsatisfiable(length: length, validators: validators)
+                        return Self.unsatisfiable(length: claimed, validators: validators)
                     case .bytes(var first, var last):
                         if let shift = fault.wrongContentRangeShift {
                             first = min(max(first + shift, 0), length - 1)
                             last = min(max(last + shift, first), length - 1)
                         }
+                        if let piece = fault.rangeLength { last = min(last, first + max(1, piece) - 1) }
                         status = 206
                         slice = resource.body[first...last]
-                        contentRange = "bytes \(first)-\(last)/\(length)"
+                        contentRange = "bytes \(first)-\(last)/\(fault.rangeTotalUnknown ? "*" : String(length))"
                     }
                 }
             }
 
+            if let piece = fault.rangeLength, status == 200, length > 0 {
+                status = 206
+                slice = resource.body[0...min(length - 1, max(1, piece) - 1)]
+                contentRange = "bytes 0-\(slice.count - 1)/\(fault.rangeTotalUnknown ? "*" : String(length))"
+            }
+            var body = slice
+            var omitLength = fault.omitContentLength
+            if status == 206, fault.overrunBytes > 0 {
+                body = ArraySlice(Array(slice) + [UInt8](repeating: 0xEE, count: fault.overrunBytes))
+                omitLength = true
+            }
+            if let forced = fault.contentRange {
+                status = 206
+                contentRange = forced
+            }
             var headers = validators
             headers.append(("Accept-Ranges", "bytes"))
             headers.append(("Content-Type", "application/octet-stream"))
             if let contentRange { headers.append(("Content-Range", contentRange)) }
             if fault.chunked {
                 headers.append(("Transfer-Encoding", "chunked"))
-            } else if !fault.omitContentLength {
-                headers.append(("Content-Length", String(slice.count)))
+            } else if let declared = fault.contentLength {
+                headers.append(("Content-Length", declared))
+            } else if !omitLength {
+                headers.append(("Content-Length", String(body.count)))
             }
-            var plan = ResponsePlan(status: status, headers: headers, body: slice, sendBody: !isHead)
+            var plan = ResponsePlan(status: status, headers: headers, body: body, sendBody: !isHead)
             plan.chunked = fault.chunked
             plan.bytesPerSecond = fault.bytesPerSecond.map { max(1, $0) }
             if !isHead {
@@ -595,8 +638,10 @@ extension FaultServer {
         // MARK: Sending
 
         private func send(_ fd: Int32, head plan: ResponsePlan) -> Bool {
-            var text = "HTTP/1.1 \(plan.status) \(Self.reason(plan.status))\r\n"
+            let fault = locked { $0.fault }
+            var text = "HTTP/1.1 \(plan.status) \(fault.reasonPhrase ?? Self.reason(plan.status))\r\n"
             for (name, value) in plan.headers { text += "\(name): \(value)\r\n" }
+            for line in fault.extraHeaders { text += line + "\r\n" }
             text += "Connection: close\r\n\r\n"
             return sendAll(fd, Array(text.utf8)[...], countsAsBody: false)
         }
@@ -680,4 +725,21 @@ extension FaultServer {
             }
         }
     }
+}
+
+/// Starts a FaultServer serving `body`, configured by `fault`, runs `test` with it and stops
+/// it afterwards, whatever `test` does:
+///
+///     try withFaultServer(body: data, fault: { $0.dropAfterBodyBytes = 8_000 }) { server in
+///         let result = try SluiceBinary.run(["fetch \(server.url()) | file \(dir)/out"])
+///     }
+@discardableResult
+func withFaultServer<T>(body: [UInt8], etag: String = "\"v1\"", lastModified: String = "Wed, 01 Jan 2025 00:00:00 GMT",
+                        fault configure: (inout FaultServer.Fault) -> Void = { _ in },
+                        _ test: (FaultServer) throws -> T) throws -> T {
+    var fault = FaultServer.Fault()
+    configure(&fault)
+    let server = try FaultServer(body: body, etag: etag, lastModified: lastModified, fault: fault)
+    defer { server.stop() }
+    return try test(server)
 }

@@ -11,270 +11,254 @@ final class FaultServerSelfTests: XCTestCase {
     private static let body: [UInt8] = (0..<1000).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 3) }
 
     func testPlainGETReturnsBodyAndValidators() throws {
-        let server = try FaultServer(body: Self.body)
-        defer { server.stop() }
+        try withFaultServer(body: Self.body) { server in
 
-        let response = try FaultServerProbe.request(port: server.port, headers: ["X-Probe": "yes"])
-        XCTAssertEqual(response.status, 200)
-        XCTAssertEqual(response.body, Self.body)
-        XCTAssertEqual(response.headers["content-length"], "1000")
-        XCTAssertEqual(response.headers["etag"], "\"v1\"")
-        XCTAssertEqual(response.headers["last-modified"], "Wed, 01 Jan 2025 00:00:00 GMT")
-        XCTAssertEqual(response.headers["accept-ranges"], "bytes")
-        XCTAssertEqual(response.headers["connection"], "close")
-        XCTAssertEqual(server.totalBodyBytesSent, 1000)
+            let response = try FaultServerProbe.request(port: server.port, headers: ["X-Probe": "yes"])
+            XCTAssertEqual(response.status, 200)
+            XCTAssertEqual(response.body, Self.body)
+            XCTAssertEqual(response.headers["content-length"], "1000")
+            XCTAssertEqual(response.headers["etag"], "\"v1\"")
+            XCTAssertEqual(response.headers["last-modified"], "Wed, 01 Jan 2025 00:00:00 GMT")
+            XCTAssertEqual(response.headers["accept-ranges"], "bytes")
+            XCTAssertEqual(response.headers["connection"], "close")
+            XCTAssertEqual(server.totalBodyBytesSent, 1000)
 
-        let logged = server.requests
-        XCTAssertEqual(logged.count, 1)
-        XCTAssertEqual(logged.first?.method, "GET")
-        XCTAssertEqual(logged.first?.path, "/data.bin")
-        XCTAssertEqual(logged.first?.host, "127.0.0.1:\(server.port)")
-        XCTAssertEqual(logged.first?.headers["x-probe"], "yes")
-        XCTAssertEqual(server.url(), "http://127.0.0.1:\(server.port)/data.bin")
+            let logged = server.requests
+            XCTAssertEqual(logged.count, 1)
+            XCTAssertEqual(logged.first?.method, "GET")
+            XCTAssertEqual(logged.first?.path, "/data.bin")
+            XCTAssertEqual(logged.first?.host, "127.0.0.1:\(server.port)")
+            XCTAssertEqual(logged.first?.headers["x-probe"], "yes")
+            XCTAssertEqual(server.url(), "http://127.0.0.1:\(server.port)/data.bin")
+        }
     }
 
     func testHEADSendsHeadersOnly() throws {
-        let server = try FaultServer(body: Self.body)
-        defer { server.stop() }
-        let response = try FaultServerProbe.request(port: server.port, method: "HEAD")
-        XCTAssertEqual(response.status, 200)
-        XCTAssertEqual(response.headers["content-length"], "1000")
-        XCTAssertEqual(response.body, [])
-        XCTAssertEqual(server.totalBodyBytesSent, 0)
+        try withFaultServer(body: Self.body) { server in
+            let response = try FaultServerProbe.request(port: server.port, method: "HEAD")
+            XCTAssertEqual(response.status, 200)
+            XCTAssertEqual(response.headers["content-length"], "1000")
+            XCTAssertEqual(response.body, [])
+            XCTAssertEqual(server.totalBodyBytesSent, 0)
+        }
     }
 
     func testValidatorsCanBeOmitted() throws {
-        var fault = FaultServer.Fault()
-        fault.sendETag = false
-        fault.sendLastModified = false
-        let server = try FaultServer(body: Self.body, fault: fault)
-        defer { server.stop() }
-        let response = try FaultServerProbe.request(port: server.port)
-        XCTAssertEqual(response.status, 200)
-        XCTAssertNil(response.headers["etag"])
-        XCTAssertNil(response.headers["last-modified"])
+        try withFaultServer(body: Self.body, fault: {
+            $0.sendETag = false
+            $0.sendLastModified = false
+        }) { server in
+            let response = try FaultServerProbe.request(port: server.port)
+            XCTAssertEqual(response.status, 200)
+            XCTAssertNil(response.headers["etag"])
+            XCTAssertNil(response.headers["last-modified"])
+        }
     }
 
     func testRangeRequestsGet206WithContentRange() throws {
-        let server = try FaultServer(body: Self.body)
-        defer { server.stop() }
+        try withFaultServer(body: Self.body) { server in
 
-        let open = try FaultServerProbe.request(port: server.port, headers: ["Range": "bytes=100-"])
-        XCTAssertEqual(open.status, 206)
-        XCTAssertEqual(open.headers["content-range"], "bytes 100-999/1000")
-        XCTAssertEqual(open.headers["content-length"], "900")
-        XCTAssertEqual(open.body, Array(Self.body[100...]))
+            let open = try FaultServerProbe.request(port: server.port, headers: ["Range": "bytes=100-"])
+            XCTAssertEqual(open.status, 206)
+            XCTAssertEqual(open.headers["content-range"], "bytes 100-999/1000")
+            XCTAssertEqual(open.headers["content-length"], "900")
+            XCTAssertEqual(open.body, Array(Self.body[100...]))
 
-        let closed = try FaultServerProbe.request(port: server.port, headers: ["Range": "bytes=10-19"])
-        XCTAssertEqual(closed.status, 206)
-        XCTAssertEqual(closed.headers["content-range"], "bytes 10-19/1000")
-        XCTAssertEqual(closed.body, Array(Self.body[10...19]))
+            let closed = try FaultServerProbe.request(port: server.port, headers: ["Range": "bytes=10-19"])
+            XCTAssertEqual(closed.status, 206)
+            XCTAssertEqual(closed.headers["content-range"], "bytes 10-19/1000")
+            XCTAssertEqual(closed.body, Array(Self.body[10...19]))
 
-        let beyond = try FaultServerProbe.request(port: server.port, headers: ["Range": "bytes=1000-"])
-        XCTAssertEqual(beyond.status, 416)
-        XCTAssertEqual(beyond.headers["content-range"], "bytes */1000")
+            let beyond = try FaultServerProbe.request(port: server.port, headers: ["Range": "bytes=1000-"])
+            XCTAssertEqual(beyond.status, 416)
+            XCTAssertEqual(beyond.headers["content-range"], "bytes */1000")
+        }
     }
 
     func testIfRangeDecidesBetween206And200() throws {
-        let server = try FaultServer(body: Self.body)
-        defer { server.stop() }
+        try withFaultServer(body: Self.body) { server in
 
-        let sameTag = try FaultServerProbe.request(port: server.port,
-                                            headers: ["Range": "bytes=500-", "If-Range": "\"v1\""])
-        XCTAssertEqual(sameTag.status, 206)
-        XCTAssertEqual(sameTag.body, Array(Self.body[500...]))
+            let sameTag = try FaultServerProbe.request(port: server.port,
+                                                headers: ["Range": "bytes=500-", "If-Range": "\"v1\""])
+            XCTAssertEqual(sameTag.status, 206)
+            XCTAssertEqual(sameTag.body, Array(Self.body[500...]))
 
-        let sameDate = try FaultServerProbe.request(
-            port: server.port,
-            headers: ["Range": "bytes=500-", "If-Range": "Wed, 01 Jan 2025 00:00:00 GMT"])
-        XCTAssertEqual(sameDate.status, 206)
+            let sameDate = try FaultServerProbe.request(
+                port: server.port,
+                headers: ["Range": "bytes=500-", "If-Range": "Wed, 01 Jan 2025 00:00:00 GMT"])
+            XCTAssertEqual(sameDate.status, 206)
 
-        let otherTag = try FaultServerProbe.request(port: server.port,
-                                             headers: ["Range": "bytes=500-", "If-Range": "\"v0\""])
-        XCTAssertEqual(otherTag.status, 200)
-        XCTAssertNil(otherTag.headers["content-range"])
-        XCTAssertEqual(otherTag.body, Self.body)
+            let otherTag = try FaultServerProbe.request(port: server.port,
+                                                 headers: ["Range": "bytes=500-", "If-Range": "\"v0\""])
+            XCTAssertEqual(otherTag.status, 200)
+            XCTAssertNil(otherTag.headers["content-range"])
+            XCTAssertEqual(otherTag.body, Self.body)
+        }
     }
 
     func testReplaceBodyChangesContentAndValidators() throws {
-        let server = try FaultServer(body: Self.body)
-        defer { server.stop() }
-        let newBody = Array("changed content".utf8)
-        server.replaceBody(newBody, etag: "\"v2\"", lastModified: "Thu, 02 Jan 2025 00:00:00 GMT")
+        try withFaultServer(body: Self.body) { server in
+            let newBody = Array("changed content".utf8)
+            server.replaceBody(newBody, etag: "\"v2\"", lastModified: "Thu, 02 Jan 2025 00:00:00 GMT")
 
-        let response = try FaultServerProbe.request(port: server.port,
-                                             headers: ["Range": "bytes=500-", "If-Range": "\"v1\""])
-        XCTAssertEqual(response.status, 200)
-        XCTAssertEqual(response.body, newBody)
-        XCTAssertEqual(response.headers["etag"], "\"v2\"")
-        XCTAssertEqual(response.headers["last-modified"], "Thu, 02 Jan 2025 00:00:00 GMT")
+            let response = try FaultServerProbe.request(port: server.port,
+                                                 headers: ["Range": "bytes=500-", "If-Range": "\"v1\""])
+            XCTAssertEqual(response.status, 200)
+            XCTAssertEqual(response.body, newBody)
+            XCTAssertEqual(response.headers["etag"], "\"v2\"")
+            XCTAssertEqual(response.headers["last-modified"], "Thu, 02 Jan 2025 00:00:00 GMT")
+        }
     }
 
     func testDropAfterClosesEveryResponseEarly() throws {
-        var fault = FaultServer.Fault()
-        fault.dropAfterBodyBytes = 300
-        let server = try FaultServer(body: Self.body, fault: fault)
-        defer { server.stop() }
+        try withFaultServer(body: Self.body, fault: { $0.dropAfterBodyBytes = 300 }) { server in
 
-        let first = try FaultServerProbe.request(port: server.port)
-        XCTAssertEqual(first.status, 200)
-        XCTAssertEqual(first.headers["content-length"], "1000")
-        XCTAssertEqual(first.body, Array(Self.body[..<300]))
+            let first = try FaultServerProbe.request(port: server.port)
+            XCTAssertEqual(first.status, 200)
+            XCTAssertEqual(first.headers["content-length"], "1000")
+            XCTAssertEqual(first.body, Array(Self.body[..<300]))
 
-        let second = try FaultServerProbe.request(port: server.port, headers: ["Range": "bytes=300-"])
-        XCTAssertEqual(second.status, 206)
-        XCTAssertEqual(second.headers["content-range"], "bytes 300-999/1000")
-        XCTAssertEqual(second.body, Array(Self.body[300..<600]))
+            let second = try FaultServerProbe.request(port: server.port, headers: ["Range": "bytes=300-"])
+            XCTAssertEqual(second.status, 206)
+            XCTAssertEqual(second.headers["content-range"], "bytes 300-999/1000")
+            XCTAssertEqual(second.body, Array(Self.body[300..<600]))
 
-        XCTAssertEqual(server.totalBodyBytesSent, 600)
+            XCTAssertEqual(server.totalBodyBytesSent, 600)
+        }
     }
 
     func testUnavailableCountThen200() throws {
-        var fault = FaultServer.Fault()
-        fault.unavailableCount = 2
-        fault.retryAfterSeconds = 3
-        let server = try FaultServer(body: Self.body, fault: fault)
-        defer { server.stop() }
+        try withFaultServer(body: Self.body, fault: {
+            $0.unavailableCount = 2
+            $0.retryAfterSeconds = 3
+        }) { server in
 
-        for _ in 0..<2 {
-            let response = try FaultServerProbe.request(port: server.port)
-            XCTAssertEqual(response.status, 503)
-            XCTAssertEqual(response.headers["retry-after"], "3")
-            XCTAssertFalse(response.body.isEmpty)
+            for _ in 0..<2 {
+                let response = try FaultServerProbe.request(port: server.port)
+                XCTAssertEqual(response.status, 503)
+                XCTAssertEqual(response.headers["retry-after"], "3")
+                XCTAssertFalse(response.body.isEmpty)
+            }
+            let ok = try FaultServerProbe.request(port: server.port)
+            XCTAssertEqual(ok.status, 200)
+            XCTAssertEqual(ok.body, Self.body)
+            XCTAssertEqual(server.requests.count, 3)
         }
-        let ok = try FaultServerProbe.request(port: server.port)
-        XCTAssertEqual(ok.status, 200)
-        XCTAssertEqual(ok.body, Self.body)
-        XCTAssertEqual(server.requests.count, 3)
     }
 
     func testAlways416() throws {
-        var fault = FaultServer.Fault()
-        fault.always416 = true
-        let server = try FaultServer(body: Self.body, fault: fault)
-        defer { server.stop() }
+        try withFaultServer(body: Self.body, fault: { $0.always416 = true }) { server in
 
-        let ranged = try FaultServerProbe.request(port: server.port, headers: ["Range": "bytes=0-"])
-        XCTAssertEqual(ranged.status, 416)
-        XCTAssertEqual(ranged.headers["content-range"], "bytes */1000")
-        XCTAssertEqual(ranged.body, [])
+            let ranged = try FaultServerProbe.request(port: server.port, headers: ["Range": "bytes=0-"])
+            XCTAssertEqual(ranged.status, 416)
+            XCTAssertEqual(ranged.headers["content-range"], "bytes */1000")
+            XCTAssertEqual(ranged.body, [])
 
-        let plain = try FaultServerProbe.request(port: server.port)
-        XCTAssertEqual(plain.status, 200)
-        XCTAssertEqual(plain.body, Self.body)
+            let plain = try FaultServerProbe.request(port: server.port)
+            XCTAssertEqual(plain.status, 200)
+            XCTAssertEqual(plain.body, Self.body)
+        }
     }
 
     func testIgnoreRangeAnswers200WithFullBody() throws {
-        var fault = FaultServer.Fault()
-        fault.ignoreRange = true
-        let server = try FaultServer(body: Self.body, fault: fault)
-        defer { server.stop() }
-        let response = try FaultServerProbe.request(port: server.port, headers: ["Range": "bytes=400-"])
-        XCTAssertEqual(response.status, 200)
-        XCTAssertNil(response.headers["content-range"])
-        XCTAssertEqual(response.body, Self.body)
+        try withFaultServer(body: Self.body, fault: { $0.ignoreRange = true }) { server in
+            let response = try FaultServerProbe.request(port: server.port, headers: ["Range": "bytes=400-"])
+            XCTAssertEqual(response.status, 200)
+            XCTAssertNil(response.headers["content-range"])
+            XCTAssertEqual(response.body, Self.body)
+        }
     }
 
     func testFixedStatusAndSetFault() throws {
-        var fault = FaultServer.Fault()
-        fault.status = 404
-        let server = try FaultServer(body: Self.body, fault: fault)
-        defer { server.stop() }
+        try withFaultServer(body: Self.body, fault: { $0.status = 404 }) { server in
 
-        let missing = try FaultServerProbe.request(port: server.port)
-        XCTAssertEqual(missing.status, 404)
-        XCTAssertNotEqual(missing.body, Self.body)
+            let missing = try FaultServerProbe.request(port: server.port)
+            XCTAssertEqual(missing.status, 404)
+            XCTAssertNotEqual(missing.body, Self.body)
 
-        server.setFault(FaultServer.Fault())
-        let found = try FaultServerProbe.request(port: server.port)
-        XCTAssertEqual(found.status, 200)
-        XCTAssertEqual(found.body, Self.body)
+            server.setFault(FaultServer.Fault())
+            let found = try FaultServerProbe.request(port: server.port)
+            XCTAssertEqual(found.status, 200)
+            XCTAssertEqual(found.body, Self.body)
+        }
     }
 
     func testWrongContentRangeShift() throws {
-        var fault = FaultServer.Fault()
-        fault.wrongContentRangeShift = 10
-        let server = try FaultServer(body: Self.body, fault: fault)
-        defer { server.stop() }
-        let response = try FaultServerProbe.request(port: server.port, headers: ["Range": "bytes=100-"])
-        XCTAssertEqual(response.status, 206)
-        XCTAssertEqual(response.headers["content-range"], "bytes 110-999/1000")
-        XCTAssertEqual(response.body, Array(Self.body[110...]))
+        try withFaultServer(body: Self.body, fault: { $0.wrongContentRangeShift = 10 }) { server in
+            let response = try FaultServerProbe.request(port: server.port, headers: ["Range": "bytes=100-"])
+            XCTAssertEqual(response.status, 206)
+            XCTAssertEqual(response.headers["content-range"], "bytes 110-999/1000")
+            XCTAssertEqual(response.body, Array(Self.body[110...]))
+        }
     }
 
     func testChunkedBody() throws {
-        var fault = FaultServer.Fault()
-        fault.chunked = true
-        fault.bytesPerSecond = 20_000   // several chunks
-        let server = try FaultServer(body: Self.body, fault: fault)
-        defer { server.stop() }
-        let response = try FaultServerProbe.request(port: server.port)
-        XCTAssertEqual(response.status, 200)
-        XCTAssertEqual(response.headers["transfer-encoding"], "chunked")
-        XCTAssertNil(response.headers["content-length"])
-        let decoded = try FaultServerProbe.decodeChunked(response.body)
-        XCTAssertEqual(decoded.body, Self.body)
-        XCTAssertTrue(decoded.complete)
-        XCTAssertEqual(server.totalBodyBytesSent, 1000)
+        try withFaultServer(body: Self.body, fault: {
+            $0.chunked = true
+            $0.bytesPerSecond = 20_000   // several chunks
+        }) { server in
+            let response = try FaultServerProbe.request(port: server.port)
+            XCTAssertEqual(response.status, 200)
+            XCTAssertEqual(response.headers["transfer-encoding"], "chunked")
+            XCTAssertNil(response.headers["content-length"])
+            let decoded = try FaultServerProbe.decodeChunked(response.body)
+            XCTAssertEqual(decoded.body, Self.body)
+            XCTAssertTrue(decoded.complete)
+            XCTAssertEqual(server.totalBodyBytesSent, 1000)
+        }
     }
 
     func testCloseDelimitedBody() throws {
-        var fault = FaultServer.Fault()
-        fault.omitContentLength = true
-        let server = try FaultServer(body: Self.body, fault: fault)
-        defer { server.stop() }
-        let response = try FaultServerProbe.request(port: server.port)
-        XCTAssertEqual(response.status, 200)
-        XCTAssertNil(response.headers["content-length"])
-        XCTAssertNil(response.headers["transfer-encoding"])
-        XCTAssertEqual(response.body, Self.body)
+        try withFaultServer(body: Self.body, fault: { $0.omitContentLength = true }) { server in
+            let response = try FaultServerProbe.request(port: server.port)
+            XCTAssertEqual(response.status, 200)
+            XCTAssertNil(response.headers["content-length"])
+            XCTAssertNil(response.headers["transfer-encoding"])
+            XCTAssertEqual(response.body, Self.body)
+        }
     }
 
     func testThrottledTransferIsSlow() throws {
-        var fault = FaultServer.Fault()
-        fault.bytesPerSecond = 2_000
-        let server = try FaultServer(body: Self.body, fault: fault)
-        defer { server.stop() }
-        let started = Date()
-        let response = try FaultServerProbe.request(port: server.port)
-        let elapsed = Date().timeIntervalSince(started)
-        XCTAssertEqual(response.body, Self.body)
-        // 1000 bytes at 2000 B/s: the last piece cannot leave before ~0.45 s.
-        XCTAssertGreaterThanOrEqual(elapsed, 0.4)
+        try withFaultServer(body: Self.body, fault: { $0.bytesPerSecond = 2_000 }) { server in
+            let started = Date()
+            let response = try FaultServerProbe.request(port: server.port)
+            let elapsed = Date().timeIntervalSince(started)
+            XCTAssertEqual(response.body, Self.body)
+            // 1000 bytes at 2000 B/s: the last piece cannot leave before ~0.45 s.
+            XCTAssertGreaterThanOrEqual(elapsed, 0.4)
+        }
     }
 
     func testStallHoldsTheFirstResponseUntilStop() throws {
-        var fault = FaultServer.Fault()
-        fault.stallAfterBodyBytes = 100
-        let server = try FaultServer(body: Self.body, fault: fault)
-        defer { server.stop() }
+        try withFaultServer(body: Self.body, fault: { $0.stallAfterBodyBytes = 100 }) { server in
 
-        let stalled = try FaultServerProbe.connect(port: server.port)
-        defer { close(stalled) }
-        try FaultServerProbe.sendRequest(stalled, port: server.port)
-        var received: [UInt8] = []
-        var headEnd: Int?
-        while headEnd == nil || received.count - headEnd! < 100 {
-            guard let chunk = FaultServerProbe.receive(stalled, waitMilliseconds: 5_000), !chunk.isEmpty else {
-                return XCTFail("stalled response ended before 100 body bytes arrived")
+            let stalled = try FaultServerProbe.connect(port: server.port)
+            defer { close(stalled) }
+            try FaultServerProbe.sendRequest(stalled, port: server.port)
+            var received: [UInt8] = []
+            var headEnd: Int?
+            while headEnd == nil || received.count - headEnd! < 100 {
+                guard let chunk = FaultServerProbe.receive(stalled, waitMilliseconds: 5_000), !chunk.isEmpty else {
+                    return XCTFail("stalled response ended before 100 body bytes arrived")
+                }
+                received += chunk
+                headEnd = FaultServerProbe.headEnd(received)
             }
-            received += chunk
-            headEnd = FaultServerProbe.headEnd(received)
+            XCTAssertEqual(received.count - headEnd!, 100)
+            // Nothing more arrives while stalled (the server only resumes on close or stop).
+            XCTAssertNil(FaultServerProbe.receive(stalled, waitMilliseconds: 300))
+
+            // The stall is spent: a second request is answered in full while the first still hangs.
+            let second = try FaultServerProbe.request(port: server.port)
+            XCTAssertEqual(second.body, Self.body)
+
+            let stopStarted = Date()
+            server.stop()
+            XCTAssertLessThan(Date().timeIntervalSince(stopStarted), 1.5)
+            // stop() shut the stalled connection down: the client sees end of stream now.
+            XCTAssertEqual(FaultServerProbe.receive(stalled, waitMilliseconds: 2_000), [])
+            XCTAssertEqual(server.totalBodyBytesSent, 1100)
         }
-        XCTAssertEqual(received.count - headEnd!, 100)
-        // Nothing more arrives while stalled (the server only resumes on close or stop).
-        XCTAssertNil(FaultServerProbe.receive(stalled, waitMilliseconds: 300))
-
-        // The stall is spent: a second request is answered in full while the first still hangs.
-        let second = try FaultServerProbe.request(port: server.port)
-        XCTAssertEqual(second.body, Self.body)
-
-        let stopStarted = Date()
-        server.stop()
-        XCTAssertLessThan(Date().timeIntervalSince(stopStarted), 1.5)
-        // stop() shut the stalled connection down: the client sees end of stream now.
-        XCTAssertEqual(FaultServerProbe.receive(stalled, waitMilliseconds: 2_000), [])
-        XCTAssertEqual(server.totalBodyBytesSent, 1100)
     }
 
     func testStopClosesTheListener() throws {
@@ -287,70 +271,70 @@ final class FaultServerSelfTests: XCTestCase {
     }
 
     func testMalformedAndOversizedRequestsAreRefused() throws {
-        let server = try FaultServer(body: Self.body)
-        defer { server.stop() }
+        try withFaultServer(body: Self.body) { server in
 
-        let garbage = try FaultServerProbe.connect(port: server.port)
-        defer { close(garbage) }
-        try FaultServerProbe.sendAll(garbage, Array("NONSENSE\r\n\r\n".utf8))
-        XCTAssertEqual(try FaultServerProbe.parse(FaultServerProbe.readToEnd(garbage)).status, 400)
+            let garbage = try FaultServerProbe.connect(port: server.port)
+            defer { close(garbage) }
+            try FaultServerProbe.sendAll(garbage, Array("NONSENSE\r\n\r\n".utf8))
+            XCTAssertEqual(try FaultServerProbe.parse(FaultServerProbe.readToEnd(garbage)).status, 400)
 
-        let huge = try FaultServerProbe.connect(port: server.port)
-        defer { close(huge) }
-        let padding = String(repeating: "a", count: 70 * 1024)
-        try FaultServerProbe.sendAll(huge, Array("GET / HTTP/1.1\r\nX-Pad: \(padding)\r\n\r\n".utf8))
-        XCTAssertEqual(try FaultServerProbe.parse(FaultServerProbe.readToEnd(huge)).status, 431)
+            let huge = try FaultServerProbe.connect(port: server.port)
+            defer { close(huge) }
+            let padding = String(repeating: "a", count: 70 * 1024)
+            try FaultServerProbe.sendAll(huge, Array("GET / HTTP/1.1\r\nX-Pad: \(padding)\r\n\r\n".utf8))
+            XCTAssertEqual(try FaultServerProbe.parse(FaultServerProbe.readToEnd(huge)).status, 431)
 
-        XCTAssertTrue(server.requests.isEmpty)
+            XCTAssertTrue(server.requests.isEmpty)
+        }
     }
 
     func testRedirectEndpoints() throws {
-        let server = try FaultServer(body: Self.body)
-        defer { server.stop() }
-        let target = "http://localhost:\(server.port)/data.bin?x=1&y=2"
-        let encoded = target.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+        try withFaultServer(body: Self.body) { server in
+            let target = "http://localhost:\(server.port)/data.bin?x=1&y=2"
+            let encoded = target.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
 
-        let redirect = try FaultServerProbe.request(port: server.port, path: "/redirect?to=\(encoded)&code=307")
-        XCTAssertEqual(redirect.status, 307)
-        XCTAssertEqual(redirect.headers["location"], target)
+            let redirect = try FaultServerProbe.request(port: server.port, path: "/redirect?to=\(encoded)&code=307")
+            XCTAssertEqual(redirect.status, 307)
+            XCTAssertEqual(redirect.headers["location"], target)
 
-        let defaulted = try FaultServerProbe.request(port: server.port, path: "/redirect?to=\(encoded)")
-        XCTAssertEqual(defaulted.status, 302)
+            let defaulted = try FaultServerProbe.request(port: server.port, path: "/redirect?to=\(encoded)")
+            XCTAssertEqual(defaulted.status, 302)
 
-        let loop = try FaultServerProbe.request(port: server.port, path: "/redirect-loop")
-        XCTAssertEqual(loop.status, 302)
-        XCTAssertEqual(loop.headers["location"], "http://127.0.0.1:\(server.port)/redirect-loop")
+            let loop = try FaultServerProbe.request(port: server.port, path: "/redirect-loop")
+            XCTAssertEqual(loop.status, 302)
+            XCTAssertEqual(loop.headers["location"], "http://127.0.0.1:\(server.port)/redirect-loop")
+        }
     }
 
     func testCurlDropsCredentialsWhenRedirectedToAnotherHost() throws {
         let curl = "/usr/bin/curl"
         guard FileManager.default.isExecutableFile(atPath: curl) else { throw XCTSkip("no curl") }
-        let server = try FaultServer(body: Self.body)
-        defer { server.stop() }
-        let target = server.url().replacingOccurrences(of: "127.0.0.1", with: "localhost")
-        let encoded = target.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+        try withFaultServer(body: Self.body) { server in
+            let target = server.url().replacingOccurrences(of: "127.0.0.1", with: "localhost")
+            let encoded = target.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
 
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: curl)
-        process.arguments = ["-sS", "-L", "--max-time", "10", "-o", "/dev/null", "-w", "%{http_code}",
-                             "-H", "Authorization: Bearer secret",
-                             server.url("/redirect?to=\(encoded)&code=302")]
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        XCTAssertEqual(process.terminationStatus, 0)
-        XCTAssertEqual(printed, "200")
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: curl)
+            process.arguments = ["-sS", "-L", "--max-time", "10", "-o", "/dev/null", "-w", "%{http_code}",
+                                 "-H", "Authorization: Bearer secret",
+                                 server.url("/redirect?to=\(encoded)&code=302")]
+            let output = Pipe()
+            process.standardOutput = output
+            try process.run()
+            let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            XCTAssertEqual(process.terminationStatus, 0)
+            XCTAssertEqual(printed, "200")
 
-        let logged = server.requests
-        XCTAssertEqual(logged.count, 2)
-        guard logged.count == 2 else { return }
-        XCTAssertEqual(logged[0].host, "127.0.0.1:\(server.port)")
-        XCTAssertEqual(logged[0].headers["authorization"], "Bearer secret")
-        XCTAssertEqual(logged[1].host, "localhost:\(server.port)")
-        XCTAssertEqual(logged[1].path, "/data.bin")
-        XCTAssertNil(logged[1].headers["authorization"])
+            let logged = server.requests
+            XCTAssertEqual(logged.count, 2)
+            guard logged.count == 2 else { return }
+            XCTAssertEqual(logged[0].host, "127.0.0.1:\(server.port)")
+            XCTAssertEqual(logged[0].headers["authorization"], "Bearer secret")
+            XCTAssertEqual(logged[1].host, "localhost:\(server.port)")
+            XCTAssertEqual(logged[1].path, "/data.bin")
+            XCTAssertNil(logged[1].headers["authorization"])
+        }
     }
 }
 

@@ -14,143 +14,133 @@ final class HTTPSourceTests: XCTestCase {
     // MARK: Plain transfers
 
     func testPlainFetchDeliversEveryByteAndRecordsValidators() throws {
-        let server = try FaultServer(body: Self.body)
-        defer { server.stop() }
-        let run = try fetch(server.url())
-        XCTAssertNil(run.error)
-        XCTAssertEqual(run.sink.bytes, Self.body)
-        XCTAssertEqual(run.source.state(at: 42),
-                       SourceState(kind: "fetch", location: server.url(), offset: 42, etag: "\"v1\"",
-                                   lastModified: Self.lastModified, totalLength: UInt64(Self.size)))
-        let requests = server.requests
-        XCTAssertEqual(requests.count, 1)
-        XCTAssertNil(requests.first?.headers["range"])
-        XCTAssertNil(requests.first?.headers["if-range"])
-        XCTAssertTrue(run.events.retries.isEmpty)
+        try withFaultServer(body: Self.body) { server in
+            let run = try fetch(server.url())
+            XCTAssertNil(run.error)
+            XCTAssertEqual(run.sink.bytes, Self.body)
+            XCTAssertEqual(run.source.state(at: 42),
+                           SourceState(kind: "fetch", location: server.url(), offset: 42, etag: "\"v1\"",
+                                       lastModified: Self.lastModified, totalLength: UInt64(Self.size)))
+            let requests = server.requests
+            XCTAssertEqual(requests.count, 1)
+            XCTAssertNil(requests.first?.headers["range"])
+            XCTAssertNil(requests.first?.headers["if-range"])
+            XCTAssertTrue(run.events.retries.isEmpty)
+        }
     }
 
     func testResponseWithoutContentLength() throws {
-        var fault = FaultServer.Fault()
-        fault.omitContentLength = true
-        let server = try FaultServer(body: Self.body, fault: fault)
-        defer { server.stop() }
-        let run = try fetch(server.url())
-        XCTAssertNil(run.error)
-        XCTAssertEqual(run.sink.bytes, Self.body)
-        XCTAssertNil(run.source.state(at: 0).totalLength)
-        XCTAssertEqual(run.source.state(at: 0).etag, "\"v1\"")
+        try withFaultServer(body: Self.body, fault: { $0.omitContentLength = true }) { server in
+            let run = try fetch(server.url())
+            XCTAssertNil(run.error)
+            XCTAssertEqual(run.sink.bytes, Self.body)
+            XCTAssertNil(run.source.state(at: 0).totalLength)
+            XCTAssertEqual(run.source.state(at: 0).etag, "\"v1\"")
+        }
     }
 
     func testChunkedResponse() throws {
-        var fault = FaultServer.Fault()
-        fault.chunked = true
-        let server = try FaultServer(body: Self.body, fault: fault)
-        defer { server.stop() }
-        let run = try fetch(server.url())
-        XCTAssertNil(run.error)
-        XCTAssertEqual(run.sink.bytes, Self.body)
-        XCTAssertEqual(server.requests.count, 1)
+        try withFaultServer(body: Self.body, fault: { $0.chunked = true }) { server in
+            let run = try fetch(server.url())
+            XCTAssertNil(run.error)
+            XCTAssertEqual(run.sink.bytes, Self.body)
+            XCTAssertEqual(server.requests.count, 1)
+        }
     }
 
     // MARK: Transient failures within one run
 
     func testDropsAreResumedWithRangeEachTime() throws {
-        var fault = FaultServer.Fault()
-        fault.dropAfterBodyBytes = 8_000
-        let server = try FaultServer(body: Self.body, fault: fault)
-        defer { server.stop() }
-        // 13 responses, 12 drops: more than `retries` (5), but each one made progress.
-        let run = try fetch(server.url())
-        server.stop()
-        XCTAssertNil(run.error)
-        XCTAssertEqual(run.sink.bytes, Self.body)
-        XCTAssertLessThan(Double(server.totalBodyBytesSent), 1.2 * Double(Self.size))
-        let requests = server.requests
-        XCTAssertEqual(requests.count, 13)
-        for (index, request) in requests.enumerated().dropFirst() {
-            XCTAssertEqual(request.headers["range"], "bytes=\(index * 8_000)-")
-            XCTAssertEqual(request.headers["if-range"], "\"v1\"")
+        try withFaultServer(body: Self.body, fault: { $0.dropAfterBodyBytes = 8_000 }) { server in
+            // 13 responses, 12 drops: more than `retries` (5), but each one made progress.
+            let run = try fetch(server.url())
+            server.stop()
+            XCTAssertNil(run.error)
+            XCTAssertEqual(run.sink.bytes, Self.body)
+            XCTAssertLessThan(Double(server.totalBodyBytesSent), 1.2 * Double(Self.size))
+            let requests = server.requests
+            XCTAssertEqual(requests.count, 13)
+            for (index, request) in requests.enumerated().dropFirst() {
+                XCTAssertEqual(request.headers["range"], "bytes=\(index * 8_000)-")
+                XCTAssertEqual(request.headers["if-range"], "\"v1\"")
+            }
+            XCTAssertEqual(run.events.retries.count, 12)
+            XCTAssertTrue(run.events.retries.allSatisfy { $0.attempt == 1 }, "progress resets the count")
         }
-        XCTAssertEqual(run.events.retries.count, 12)
-        XCTAssertTrue(run.events.retries.allSatisfy { $0.attempt == 1 }, "progress resets the count")
     }
 
     func testChunkedDropsAreResumed() throws {
-        var fault = FaultServer.Fault()
-        fault.chunked = true
-        fault.dropAfterBodyBytes = 30_000
-        let server = try FaultServer(body: Self.body, fault: fault)
-        defer { server.stop() }
-        let run = try fetch(server.url())
-        server.stop()
-        XCTAssertNil(run.error)
-        XCTAssertEqual(run.sink.bytes, Self.body)
-        XCTAssertLessThan(Double(server.totalBodyBytesSent), 1.2 * Double(Self.size))
-        XCTAssertEqual(server.requests.count, 4)
+        try withFaultServer(body: Self.body, fault: {
+            $0.chunked = true
+            $0.dropAfterBodyBytes = 30_000
+        }) { server in
+            let run = try fetch(server.url())
+            server.stop()
+            XCTAssertNil(run.error)
+            XCTAssertEqual(run.sink.bytes, Self.body)
+            XCTAssertLessThan(Double(server.totalBodyBytesSent), 1.2 * Double(Self.size))
+            XCTAssertEqual(server.requests.count, 4)
+        }
     }
 
     func testFailuresWithoutProgressExhaustRetries() throws {
-        var fault = FaultServer.Fault()
-        fault.dropAfterBodyBytes = 0
-        let server = try FaultServer(body: Self.body, fault: fault)
-        defer { server.stop() }
-        var options = Self.options()
-        options.retries = 3
-        let run = try fetch(server.url(), options: options)
-        assertTransfer(run.error, url: server.url(), mentions: ["gave up after 3 retries"])
-        XCTAssertTrue(run.sink.bytes.isEmpty)
-        XCTAssertEqual(server.requests.count, 4)
-        XCTAssertEqual(run.events.retries.map(\.attempt), [1, 2, 3])
+        try withFaultServer(body: Self.body, fault: { $0.dropAfterBodyBytes = 0 }) { server in
+            var options = Self.options()
+            options.retries = 3
+            let run = try fetch(server.url(), options: options)
+            assertTransfer(run.error, url: server.url(), mentions: ["gave up after 3 retries"])
+            XCTAssertTrue(run.sink.bytes.isEmpty)
+            XCTAssertEqual(server.requests.count, 4)
+            XCTAssertEqual(run.events.retries.map(\.attempt), [1, 2, 3])
+        }
     }
 
     func testServiceUnavailableHonoursRetryAfter() throws {
-        var fault = FaultServer.Fault()
-        fault.unavailableCount = 1
-        fault.retryAfterSeconds = 1
-        let server = try FaultServer(body: Self.body, fault: fault)
-        defer { server.stop() }
-        let run = try fetch(server.url())
-        XCTAssertNil(run.error)
-        XCTAssertEqual(run.sink.bytes, Self.body)
-        XCTAssertEqual(server.requests.count, 2)
-        let retries = run.events.retries
-        XCTAssertEqual(retries.count, 1)
-        XCTAssertEqual(retries.first?.delay, 1.0, "Retry-After wins over the 0.01 s backoff")
-        XCTAssertTrue(retries.first?.reason.contains("HTTP 503 Service Unavailable from 127.0.0.1:\(server.port)") ?? false,
-                      retries.first?.reason ?? "")
+        try withFaultServer(body: Self.body, fault: {
+            $0.unavailableCount = 1
+            $0.retryAfterSeconds = 1
+        }) { server in
+            let run = try fetch(server.url())
+            XCTAssertNil(run.error)
+            XCTAssertEqual(run.sink.bytes, Self.body)
+            XCTAssertEqual(server.requests.count, 2)
+            let retries = run.events.retries
+            XCTAssertEqual(retries.count, 1)
+            XCTAssertEqual(retries.first?.delay, 1.0, "Retry-After wins over the 0.01 s backoff")
+            XCTAssertTrue(retries.first?.reason.contains("HTTP 503 Service Unavailable from 127.0.0.1:\(server.port)") ?? false,
+                          retries.first?.reason ?? "")
+        }
     }
 
     func testRetryAfterIsCappedAndServerErrorsExhaustRetries() throws {
-        var fault = FaultServer.Fault()
-        fault.unavailableCount = 100
-        fault.retryAfterSeconds = 3_600
-        let server = try FaultServer(body: Self.body, fault: fault)
-        defer { server.stop() }
-        var options = Self.options()
-        options.retries = 2
-        options.maxRetryAfter = 0.02
-        let run = try fetch(server.url(), options: options)
-        assertTransfer(run.error, url: server.url(), mentions: ["HTTP 503", "gave up after 2 retries"])
-        XCTAssertEqual(run.events.retries.map(\.delay), [0.02, 0.02])
-        XCTAssertEqual(server.requests.count, 3)
+        try withFaultServer(body: Self.body, fault: {
+            $0.unavailableCount = 100
+            $0.retryAfterSeconds = 3_600
+        }) { server in
+            var options = Self.options()
+            options.retries = 2
+            options.maxRetryAfter = 0.02
+            let run = try fetch(server.url(), options: options)
+            assertTransfer(run.error, url: server.url(), mentions: ["HTTP 503", "gave up after 2 retries"])
+            XCTAssertEqual(run.events.retries.map(\.delay), [0.02, 0.02])
+            XCTAssertEqual(server.requests.count, 3)
+        }
     }
 
     func testStallIsAbandonedAndResumed() throws {
-        var fault = FaultServer.Fault()
-        fault.stallAfterBodyBytes = 20_000
-        let server = try FaultServer(body: Self.body, fault: fault)
-        defer { server.stop() }
-        var options = Self.options()
-        options.stallTimeout = 1
-        let run = try fetch(server.url(), options: options)
-        server.stop()
-        XCTAssertNil(run.error)
-        XCTAssertEqual(run.sink.bytes, Self.body)
-        XCTAssertEqual(run.events.retries.count, 1)
-        XCTAssertTrue(run.events.retries.first?.reason.contains("no data") ?? false)
-        XCTAssertEqual(server.requests.count, 2)
-        XCTAssertEqual(server.requests.last?.headers["range"], "bytes=20000-")
-        XCTAssertLessThan(Double(server.totalBodyBytesSent), 1.2 * Double(Self.size))
+        try withFaultServer(body: Self.body, fault: { $0.stallAfterBodyBytes = 20_000 }) { server in
+            var options = Self.options()
+            options.stallTimeout = 1
+            let run = try fetch(server.url(), options: options)
+            server.stop()
+            XCTAssertNil(run.error)
+            XCTAssertEqual(run.sink.bytes, Self.body)
+            XCTAssertEqual(run.events.retries.count, 1)
+            XCTAssertTrue(run.events.retries.first?.reason.contains("no data") ?? false)
+            XCTAssertEqual(server.requests.count, 2)
+            XCTAssertEqual(server.requests.last?.headers["range"], "bytes=20000-")
+            XCTAssertLessThan(Double(server.totalBodyBytesSent), 1.2 * Double(Self.size))
+        }
     }
 
     func testConnectionRefusedExhaustsRetries() throws {
@@ -167,225 +157,210 @@ final class HTTPSourceTests: XCTestCase {
     // MARK: Resume decisions
 
     func testResumeWhenServerIgnoresRangeSkipsDeliveredBytes() throws {
-        var fault = FaultServer.Fault()
-        fault.ignoreRange = true
-        let server = try FaultServer(body: Self.body, fault: fault)
-        defer { server.stop() }
-        let saved = Self.checkpoint(server.url(), offset: 30_000)
-        let run = try fetch(server.url(), resumeFrom: saved)
-        XCTAssertNil(run.error)
-        XCTAssertEqual(run.sink.bytes, Array(Self.body[30_000...]))
-        XCTAssertEqual(server.requests.first?.headers["range"], "bytes=30000-")
-        XCTAssertEqual(server.requests.first?.headers["if-range"], "\"v1\"")
-        XCTAssertEqual(run.source.state(at: 7), Self.checkpoint(server.url(), offset: 7))
+        try withFaultServer(body: Self.body, fault: { $0.ignoreRange = true }) { server in
+            let saved = Self.checkpoint(server.url(), offset: 30_000)
+            let run = try fetch(server.url(), resumeFrom: saved)
+            XCTAssertNil(run.error)
+            XCTAssertEqual(run.sink.bytes, Array(Self.body[30_000...]))
+            XCTAssertEqual(server.requests.first?.headers["range"], "bytes=30000-")
+            XCTAssertEqual(server.requests.first?.headers["if-range"], "\"v1\"")
+            XCTAssertEqual(run.source.state(at: 7), Self.checkpoint(server.url(), offset: 7))
+        }
     }
 
     func testResumeFromCheckpointUsesRange() throws {
-        let server = try FaultServer(body: Self.body)
-        defer { server.stop() }
-        let run = try fetch(server.url(), resumeFrom: Self.checkpoint(server.url(), offset: 60_000))
-        server.stop()
-        XCTAssertNil(run.error)
-        XCTAssertEqual(run.sink.bytes, Array(Self.body[60_000...]))
-        XCTAssertEqual(server.totalBodyBytesSent, Self.size - 60_000)
+        try withFaultServer(body: Self.body) { server in
+            let run = try fetch(server.url(), resumeFrom: Self.checkpoint(server.url(), offset: 60_000))
+            server.stop()
+            XCTAssertNil(run.error)
+            XCTAssertEqual(run.sink.bytes, Array(Self.body[60_000...]))
+            XCTAssertEqual(server.totalBodyBytesSent, Self.size - 60_000)
+        }
     }
 
     func testServerIgnoringRangeMidRunIsSkippedToTheOffset() throws {
-        var fault = FaultServer.Fault()
-        fault.dropAfterBodyBytes = 40_000
-        let server = try FaultServer(body: Self.body, fault: fault)
-        defer { server.stop() }
-        var ignoring = FaultServer.Fault()
-        ignoring.ignoreRange = true
-        // Once the first (dropped) response is in, the server stops honouring ranges.
-        let run = try fetch(server.url()) { total in
-            if total == 40_000 { server.setFault(ignoring) }
+        try withFaultServer(body: Self.body, fault: { $0.dropAfterBodyBytes = 40_000 }) { server in
+            var ignoring = FaultServer.Fault()
+            ignoring.ignoreRange = true
+            // Once the first (dropped) response is in, the server stops honouring ranges.
+            let run = try fetch(server.url()) { total in
+                if total == 40_000 { server.setFault(ignoring) }
+            }
+            XCTAssertNil(run.error)
+            XCTAssertEqual(run.sink.bytes, Self.body)
+            XCTAssertEqual(server.requests.count, 2)
         }
-        XCTAssertNil(run.error)
-        XCTAssertEqual(run.sink.bytes, Self.body)
-        XCTAssertEqual(server.requests.count, 2)
     }
 
     func testContentChangeBetweenRequestsIsSourceChanged() throws {
-        var fault = FaultServer.Fault()
-        fault.dropAfterBodyBytes = 30_000
-        let server = try FaultServer(body: Self.body, fault: fault)
-        defer { server.stop() }
-        let run = try fetch(server.url()) { total in
-            if total == 30_000 {
-                server.replaceBody(Self.otherBody, etag: "\"v2\"", lastModified: "Thu, 02 Jan 2025 00:00:00 GMT")
+        try withFaultServer(body: Self.body, fault: { $0.dropAfterBodyBytes = 30_000 }) { server in
+            let run = try fetch(server.url()) { total in
+                if total == 30_000 {
+                    server.replaceBody(Self.otherBody, etag: "\"v2\"", lastModified: "Thu, 02 Jan 2025 00:00:00 GMT")
+                }
             }
+            assertChanged(run.error, url: server.url(), mentions: "\"v2\"")
+            XCTAssertEqual(run.sink.bytes, Array(Self.body[..<30_000]), "nothing of the new version is spliced in")
+            XCTAssertEqual(server.requests.count, 2)
         }
-        assertChanged(run.error, url: server.url(), mentions: "\"v2\"")
-        XCTAssertEqual(run.sink.bytes, Array(Self.body[..<30_000]), "nothing of the new version is spliced in")
-        XCTAssertEqual(server.requests.count, 2)
     }
 
     func testResumeAgainstNewETagIsSourceChanged() throws {
-        let server = try FaultServer(body: Self.otherBody, etag: "\"v2\"")
-        defer { server.stop() }
-        let run = try fetch(server.url(), resumeFrom: Self.checkpoint(server.url(), offset: 30_000))
-        assertChanged(run.error, url: server.url(), mentions: "ETag")
-        XCTAssertTrue(run.sink.bytes.isEmpty)
+        try withFaultServer(body: Self.otherBody, etag: "\"v2\"") { server in
+            let run = try fetch(server.url(), resumeFrom: Self.checkpoint(server.url(), offset: 30_000))
+            assertChanged(run.error, url: server.url(), mentions: "ETag")
+            XCTAssertTrue(run.sink.bytes.isEmpty)
+        }
     }
 
     func testResumeWithNewTotalLengthIsSourceChanged() throws {
-        let server = try FaultServer(body: Self.body)
-        defer { server.stop() }
-        var saved = Self.checkpoint(server.url(), offset: 30_000)
-        saved.totalLength = UInt64(Self.size * 2)
-        let run = try fetch(server.url(), resumeFrom: saved)
-        assertChanged(run.error, url: server.url(), mentions: "length")
-        XCTAssertTrue(run.sink.bytes.isEmpty)
+        try withFaultServer(body: Self.body) { server in
+            var saved = Self.checkpoint(server.url(), offset: 30_000)
+            saved.totalLength = UInt64(Self.size * 2)
+            let run = try fetch(server.url(), resumeFrom: saved)
+            assertChanged(run.error, url: server.url(), mentions: "length")
+            XCTAssertTrue(run.sink.bytes.isEmpty)
+        }
     }
 
     func testIgnoredRangeWithoutValidatorsIsSourceChanged() throws {
-        var fault = FaultServer.Fault()
-        fault.ignoreRange = true
-        fault.sendETag = false
-        fault.sendLastModified = false
-        let server = try FaultServer(body: Self.body, fault: fault)
-        defer { server.stop() }
-        let saved = SourceState(kind: "fetch", location: server.url(), offset: 30_000, totalLength: UInt64(Self.size))
-        let run = try fetch(server.url(), resumeFrom: saved)
-        assertChanged(run.error, url: server.url(), mentions: "ignored the range")
-        XCTAssertTrue(run.sink.bytes.isEmpty)
+        try withFaultServer(body: Self.body, fault: {
+            $0.ignoreRange = true
+            $0.sendETag = false
+            $0.sendLastModified = false
+        }) { server in
+            let saved = SourceState(kind: "fetch", location: server.url(), offset: 30_000, totalLength: UInt64(Self.size))
+            let run = try fetch(server.url(), resumeFrom: saved)
+            assertChanged(run.error, url: server.url(), mentions: "ignored the range")
+            XCTAssertTrue(run.sink.bytes.isEmpty)
+        }
     }
 
     func testWrongContentRangeIsNeverSpliced() throws {
-        var fault = FaultServer.Fault()
-        fault.dropAfterBodyBytes = 30_000
-        fault.wrongContentRangeShift = 10
-        let server = try FaultServer(body: Self.body, fault: fault)
-        defer { server.stop() }
-        let run = try fetch(server.url())
-        assertTransfer(run.error, url: server.url(), mentions: ["Content-Range 'bytes 30010-99999/100000'", "30000"])
-        XCTAssertEqual(run.sink.bytes, Array(Self.body[..<30_000]))
-        XCTAssertEqual(server.requests.count, 2)
-        XCTAssertEqual(run.events.retries.count, 1, "only the drop was retried")
+        try withFaultServer(body: Self.body, fault: {
+            $0.dropAfterBodyBytes = 30_000
+            $0.wrongContentRangeShift = 10
+        }) { server in
+            let run = try fetch(server.url())
+            assertTransfer(run.error, url: server.url(), mentions: ["Content-Range 'bytes 30010-99999/100000'", "30000"])
+            XCTAssertEqual(run.sink.bytes, Array(Self.body[..<30_000]))
+            XCTAssertEqual(server.requests.count, 2)
+            XCTAssertEqual(run.events.retries.count, 1, "only the drop was retried")
+        }
     }
 
     func testRangeNotSatisfiableAtTheEndMeansComplete() throws {
-        let server = try FaultServer(body: Self.body)
-        defer { server.stop() }
-        let run = try fetch(server.url(), resumeFrom: Self.checkpoint(server.url(), offset: UInt64(Self.size)))
-        XCTAssertNil(run.error)
-        XCTAssertTrue(run.sink.bytes.isEmpty)
-        XCTAssertEqual(server.requests.count, 1)
-        XCTAssertEqual(server.requests.first?.headers["range"], "bytes=100000-")
+        try withFaultServer(body: Self.body) { server in
+            let run = try fetch(server.url(), resumeFrom: Self.checkpoint(server.url(), offset: UInt64(Self.size)))
+            XCTAssertNil(run.error)
+            XCTAssertTrue(run.sink.bytes.isEmpty)
+            XCTAssertEqual(server.requests.count, 1)
+            XCTAssertEqual(server.requests.first?.headers["range"], "bytes=100000-")
+        }
     }
 
     func testRangeNotSatisfiableElsewhereIsSourceChanged() throws {
-        var fault = FaultServer.Fault()
-        fault.always416 = true
-        let server = try FaultServer(body: Self.body, fault: fault)
-        defer { server.stop() }
-        let run = try fetch(server.url(), resumeFrom: Self.checkpoint(server.url(), offset: 30_000))
-        assertChanged(run.error, url: server.url(), mentions: "416")
-        XCTAssertTrue(run.sink.bytes.isEmpty)
+        try withFaultServer(body: Self.body, fault: { $0.always416 = true }) { server in
+            let run = try fetch(server.url(), resumeFrom: Self.checkpoint(server.url(), offset: 30_000))
+            assertChanged(run.error, url: server.url(), mentions: "416")
+            XCTAssertTrue(run.sink.bytes.isEmpty)
+        }
     }
 
     // MARK: Permanent failures
 
     func testNotFoundFailsAtOnce() throws {
-        var fault = FaultServer.Fault()
-        fault.status = 404
-        let server = try FaultServer(body: Self.body, fault: fault)
-        defer { server.stop() }
-        let run = try fetch(server.url())
-        assertTransfer(run.error, url: server.url(), mentions: ["HTTP 404 Not Found from 127.0.0.1:\(server.port)"])
-        XCTAssertEqual(server.requests.count, 1)
-        XCTAssertTrue(run.events.retries.isEmpty)
-        XCTAssertTrue(run.sink.bytes.isEmpty)
+        try withFaultServer(body: Self.body, fault: { $0.status = 404 }) { server in
+            let run = try fetch(server.url())
+            assertTransfer(run.error, url: server.url(), mentions: ["HTTP 404 Not Found from 127.0.0.1:\(server.port)"])
+            XCTAssertEqual(server.requests.count, 1)
+            XCTAssertTrue(run.events.retries.isEmpty)
+            XCTAssertTrue(run.sink.bytes.isEmpty)
+        }
     }
 
     func testForbiddenFailsAtOnce() throws {
-        var fault = FaultServer.Fault()
-        fault.status = 403
-        let server = try FaultServer(body: Self.body, fault: fault)
-        defer { server.stop() }
-        let run = try fetch(server.url())
-        assertTransfer(run.error, url: server.url(), mentions: ["HTTP 403 Forbidden"])
-        XCTAssertEqual(server.requests.count, 1)
+        try withFaultServer(body: Self.body, fault: { $0.status = 403 }) { server in
+            let run = try fetch(server.url())
+            assertTransfer(run.error, url: server.url(), mentions: ["HTTP 403 Forbidden"])
+            XCTAssertEqual(server.requests.count, 1)
+        }
     }
 
     // MARK: Redirects
 
     func testRedirectToAnotherHostDropsCredentials() throws {
-        let server = try FaultServer(body: Self.body)
-        defer { server.stop() }
-        let target = "http://localhost:\(server.port)/data.bin"
-        let url = server.url("/redirect?to=\(Self.encode(target))&code=302")
-        var options = Self.options()
-        options.headers = ["Authorization: Bearer secret", "Cookie: session=1", "X-Trace: abc"]
-        let run = try fetch(url, options: options)
-        XCTAssertNil(run.error)
-        XCTAssertEqual(run.sink.bytes, Self.body)
-        let requests = server.requests
-        XCTAssertEqual(requests.count, 2)
-        XCTAssertEqual(requests[0].headers["authorization"], "Bearer secret")
-        XCTAssertEqual(requests[0].headers["cookie"], "session=1")
-        XCTAssertEqual(requests[1].host, "localhost:\(server.port)")
-        XCTAssertEqual(requests[1].path, "/data.bin")
-        XCTAssertNil(requests[1].headers["authorization"])
-        XCTAssertNil(requests[1].headers["cookie"])
-        XCTAssertEqual(requests[1].headers["x-trace"], "abc")
-        XCTAssertEqual(run.source.state(at: 0).location, url, "the checkpoint keeps the original URL")
+        try withFaultServer(body: Self.body) { server in
+            let target = "http://localhost:\(server.port)/data.bin"
+            let url = server.url("/redirect?to=\(Self.encode(target))&code=302")
+            var options = Self.options()
+            options.headers = ["Authorization: Bearer secret", "Cookie: session=1", "X-Trace: abc"]
+            let run = try fetch(url, options: options)
+            XCTAssertNil(run.error)
+            XCTAssertEqual(run.sink.bytes, Self.body)
+            let requests = server.requests
+            XCTAssertEqual(requests.count, 2)
+            XCTAssertEqual(requests[0].headers["authorization"], "Bearer secret")
+            XCTAssertEqual(requests[0].headers["cookie"], "session=1")
+            XCTAssertEqual(requests[1].host, "localhost:\(server.port)")
+            XCTAssertEqual(requests[1].path, "/data.bin")
+            XCTAssertNil(requests[1].headers["authorization"])
+            XCTAssertNil(requests[1].headers["cookie"])
+            XCTAssertEqual(requests[1].headers["x-trace"], "abc")
+            XCTAssertEqual(run.source.state(at: 0).location, DisplayText.redactedURL(url),
+                           "the checkpoint keeps the original URL, without its query values")
+        }
     }
 
     func testRelativeSameHostRedirectKeepsCredentials() throws {
-        let server = try FaultServer(body: Self.body)
-        defer { server.stop() }
-        let url = server.url("/redirect?to=\(Self.encode("/data.bin"))&code=307")
-        var options = Self.options()
-        options.headers = ["authorization: Bearer secret", "Cookie: session=1"]
-        let run = try fetch(url, options: options)
-        XCTAssertNil(run.error)
-        XCTAssertEqual(run.sink.bytes, Self.body)
-        let requests = server.requests
-        XCTAssertEqual(requests.count, 2)
-        XCTAssertEqual(requests[1].path, "/data.bin")
-        XCTAssertEqual(requests[1].headers["authorization"], "Bearer secret")
-        XCTAssertEqual(requests[1].headers["cookie"], "session=1")
+        try withFaultServer(body: Self.body) { server in
+            let url = server.url("/redirect?to=\(Self.encode("/data.bin"))&code=307")
+            var options = Self.options()
+            options.headers = ["authorization: Bearer secret", "Cookie: session=1"]
+            let run = try fetch(url, options: options)
+            XCTAssertNil(run.error)
+            XCTAssertEqual(run.sink.bytes, Self.body)
+            let requests = server.requests
+            XCTAssertEqual(requests.count, 2)
+            XCTAssertEqual(requests[1].path, "/data.bin")
+            XCTAssertEqual(requests[1].headers["authorization"], "Bearer secret")
+            XCTAssertEqual(requests[1].headers["cookie"], "session=1")
+        }
     }
 
     func testRetriesGoStraightToTheRedirectTarget() throws {
-        var fault = FaultServer.Fault()
-        fault.dropAfterBodyBytes = 40_000
-        let server = try FaultServer(body: Self.body, fault: fault)
-        defer { server.stop() }
-        let run = try fetch(server.url("/redirect?to=\(Self.encode("/data.bin"))"))
-        XCTAssertNil(run.error)
-        XCTAssertEqual(run.sink.bytes, Self.body)
-        XCTAssertEqual(server.requests.map(\.path).dropFirst(), ["/data.bin", "/data.bin", "/data.bin"])
-        XCTAssertEqual(server.requests.last?.headers["range"], "bytes=80000-")
+        try withFaultServer(body: Self.body, fault: { $0.dropAfterBodyBytes = 40_000 }) { server in
+            let run = try fetch(server.url("/redirect?to=\(Self.encode("/data.bin"))"))
+            XCTAssertNil(run.error)
+            XCTAssertEqual(run.sink.bytes, Self.body)
+            XCTAssertEqual(server.requests.map(\.path).dropFirst(), ["/data.bin", "/data.bin", "/data.bin"])
+            XCTAssertEqual(server.requests.last?.headers["range"], "bytes=80000-")
+        }
     }
 
     func testFailingRedirectTargetFallsBackToTheOriginalURLOnce() throws {
-        var fault = FaultServer.Fault()
-        fault.dropAfterBodyBytes = 40_000
-        let server = try FaultServer(body: Self.body, fault: fault)
-        defer { server.stop() }
-        var gone = FaultServer.Fault()
-        gone.status = 410
-        let url = server.url("/redirect?to=\(Self.encode("/data.bin"))")
-        // After the first (dropped) response the target answers 410, as an expired signed URL would.
-        let run = try fetch(url) { total in
-            if total == 40_000 { server.setFault(gone) }
+        try withFaultServer(body: Self.body, fault: { $0.dropAfterBodyBytes = 40_000 }) { server in
+            var gone = FaultServer.Fault()
+            gone.status = 410
+            let url = server.url("/redirect?to=\(Self.encode("/data.bin"))")
+            // After the first (dropped) response the target answers 410, as an expired signed URL would.
+            let run = try fetch(url) { total in
+                if total == 40_000 { server.setFault(gone) }
+            }
+            assertTransfer(run.error, url: url, mentions: ["HTTP 410 Gone from 127.0.0.1:\(server.port)"])
+            XCTAssertEqual(run.sink.bytes, Array(Self.body[..<40_000]))
+            let paths = server.requests.map { $0.path.hasPrefix("/redirect") ? "R" : $0.path }
+            XCTAssertEqual(paths, ["R", "/data.bin", "/data.bin", "R", "/data.bin"])
         }
-        assertTransfer(run.error, url: url, mentions: ["HTTP 410 Gone from 127.0.0.1:\(server.port)"])
-        XCTAssertEqual(run.sink.bytes, Array(Self.body[..<40_000]))
-        let paths = server.requests.map { $0.path.hasPrefix("/redirect") ? "R" : $0.path }
-        XCTAssertEqual(paths, ["R", "/data.bin", "/data.bin", "R", "/data.bin"])
     }
 
     func testRedirectLoopFails() throws {
-        let server = try FaultServer(body: Self.body)
-        defer { server.stop() }
-        let run = try fetch(server.url("/redirect-loop"))
-        assertTransfer(run.error, url: server.url("/redirect-loop"), mentions: ["too many redirects"])
-        XCTAssertEqual(server.requests.count, 11, "the original request and 10 redirects")
-        XCTAssertTrue(run.events.retries.isEmpty)
+        try withFaultServer(body: Self.body) { server in
+            let run = try fetch(server.url("/redirect-loop"))
+            assertTransfer(run.error, url: server.url("/redirect-loop"), mentions: ["too many redirects"])
+            XCTAssertEqual(server.requests.count, 11, "the original request and 10 redirects")
+            XCTAssertTrue(run.events.retries.isEmpty)
+        }
     }
 
     func testRedirectPolicyRefusesDowngradeAndOtherSchemes() throws {
@@ -458,65 +433,63 @@ final class HTTPSourceTests: XCTestCase {
     // MARK: Cancellation, sink errors, options
 
     func testStopDuringTransferThrowsCancelled() throws {
-        var fault = FaultServer.Fault()
-        fault.bytesPerSecond = 50_000
-        let server = try FaultServer(body: Self.body, fault: fault)
-        defer { server.stop() }
-        let log = EventLog()
-        let control = RunControl(progress: ProgressReporter(handler: { log.append($0) }))
-        let sink = Collector { _ in control.cancel() }
-        let source = try HTTPSource(url: server.url(), options: Self.options(), resumeFrom: nil, control: control)
-        XCTAssertThrowsError(try source.run(into: sink)) { error in
-            XCTAssertEqual(error as? SluiceError, .cancelled)
+        try withFaultServer(body: Self.body, fault: { $0.bytesPerSecond = 50_000 }) { server in
+            let log = EventLog()
+            let control = RunControl(progress: ProgressReporter(handler: { log.append($0) }))
+            let sink = Collector { _ in control.cancel() }
+            let source = try HTTPSource(url: server.url(), options: Self.options(), resumeFrom: nil, control: control)
+            XCTAssertThrowsError(try source.run(into: sink)) { error in
+                XCTAssertEqual(error as? SluiceError, .cancelled)
+            }
+            XCTAssertLessThan(sink.bytes.count, Self.size)
         }
-        XCTAssertLessThan(sink.bytes.count, Self.size)
     }
 
     func testStopDuringBackoffEndsTheWaitPromptly() throws {
-        var fault = FaultServer.Fault()
-        fault.unavailableCount = 1
-        fault.retryAfterSeconds = 120
-        let server = try FaultServer(body: Self.body, fault: fault)
-        defer { server.stop() }
-        let log = EventLog()
-        let control = RunControl(progress: ProgressReporter(handler: { log.append($0) }))
-        log.onRetry = { control.cancel() }
-        let source = try HTTPSource(url: server.url(), options: Self.options(), resumeFrom: nil, control: control)
-        let started = Date()
-        XCTAssertThrowsError(try source.run(into: Collector())) { error in
-            XCTAssertEqual(error as? SluiceError, .cancelled)
+        try withFaultServer(body: Self.body, fault: {
+            $0.unavailableCount = 1
+            $0.retryAfterSeconds = 120
+        }) { server in
+            let log = EventLog()
+            let control = RunControl(progress: ProgressReporter(handler: { log.append($0) }))
+            log.onRetry = { control.cancel() }
+            let source = try HTTPSource(url: server.url(), options: Self.options(), resumeFrom: nil, control: control)
+            let started = Date()
+            XCTAssertThrowsError(try source.run(into: Collector())) { error in
+                XCTAssertEqual(error as? SluiceError, .cancelled)
+            }
+            XCTAssertEqual(log.retries.first?.delay, 120)
+            XCTAssertLessThan(Date().timeIntervalSince(started), 10, "the 120 s Retry-After wait was cut short")
+            XCTAssertEqual(server.requests.count, 1)
         }
-        XCTAssertEqual(log.retries.first?.delay, 120)
-        XCTAssertLessThan(Date().timeIntervalSince(started), 10, "the 120 s Retry-After wait was cut short")
-        XCTAssertEqual(server.requests.count, 1)
     }
 
     func testSinkErrorIsRethrownUnchanged() throws {
         struct Full: Error, Equatable {}
-        let server = try FaultServer(body: Self.body)
-        defer { server.stop() }
-        let control = RunControl(progress: ProgressReporter(handler: nil))
-        let sink = Collector { _ in throw Full() }
-        let source = try HTTPSource(url: server.url(), options: Self.options(), resumeFrom: nil, control: control)
-        XCTAssertThrowsError(try source.run(into: sink)) { error in
-            XCTAssertEqual(error as? Full, Full())
+        try withFaultServer(body: Self.body) { server in
+            let control = RunControl(progress: ProgressReporter(handler: nil))
+            let sink = Collector { _ in throw Full() }
+            let source = try HTTPSource(url: server.url(), options: Self.options(), resumeFrom: nil, control: control)
+            XCTAssertThrowsError(try source.run(into: sink)) { error in
+                XCTAssertEqual(error as? Full, Full())
+            }
+            XCTAssertEqual(server.requests.count, 1)
         }
-        XCTAssertEqual(server.requests.count, 1)
     }
 
     func testWarningsAndOwnedHeaders() throws {
-        let server = try FaultServer(body: Self.body)
-        defer { server.stop() }
-        var options = Self.options()
-        options.insecure = true
-        options.headers = ["Range: bytes=5-", "X-Keep: 1"]
-        let run = try fetch(server.url(), options: options)
-        XCTAssertNil(run.error)
-        XCTAssertEqual(run.sink.bytes, Self.body, "a user Range must not corrupt the offsets")
-        XCTAssertTrue(run.source.warnings.contains("warning: --insecure: TLS certificates are not verified"))
-        XCTAssertTrue(run.source.warnings.contains { $0.contains("Range") })
-        XCTAssertNil(server.requests.first?.headers["range"])
-        XCTAssertEqual(server.requests.first?.headers["x-keep"], "1")
+        try withFaultServer(body: Self.body) { server in
+            var options = Self.options()
+            options.insecure = true
+            options.headers = ["Range: bytes=5-", "X-Keep: 1"]
+            let run = try fetch(server.url(), options: options)
+            XCTAssertNil(run.error)
+            XCTAssertEqual(run.sink.bytes, Self.body, "a user Range must not corrupt the offsets")
+            XCTAssertTrue(run.source.warnings.contains("warning: --insecure: TLS certificates are not verified"))
+            XCTAssertTrue(run.source.warnings.contains { $0.contains("Range") })
+            XCTAssertNil(server.requests.first?.headers["range"])
+            XCTAssertEqual(server.requests.first?.headers["x-keep"], "1")
+        }
     }
 
     func testNotAURLIsAUsageError() {
@@ -576,36 +549,21 @@ final class HTTPSourceTests: XCTestCase {
         XCTAssertNotNil(known.contradiction(by: FetchValidators(etag: "\"b\"", lastModified: "Mon")))
         XCTAssertNotNil(known.contradiction(by: FetchValidators(etag: "\"a\"", totalLength: 11)))
         XCTAssertFalse(FetchValidators(etag: "W/\"a\"").isConfirmed(by: FetchValidators(etag: "W/\"a\"")))
-        XCTAssertEqual(FetchValidators(etag: "W/\"a\"", lastModified: "Mon").ifRange, "Mon")
+        XCTAssertNil(FetchValidators(etag: "W/\"a\"", lastModified: "Mon").ifRange, "a Last-Modified not shown strong")
+        XCTAssertEqual(FetchValidators(etag: "W/\"a\"", lastModified: "Mon", lastModifiedIsStrong: true).ifRange, "Mon")
         XCTAssertEqual(known.ifRange, "\"a\"")
     }
 
     // MARK: Helpers
 
-    private struct Run {
-        let source: HTTPSource
-        let sink: Collector
-        let events: EventLog
-        let error: Error?
-    }
+    private typealias Run = FetchRun
+    private typealias EventLog = FetchEventLog
 
-    private static func options() -> HTTPOptions {
-        var options = HTTPOptions()
-        options.backoffBase = 0.01
-        options.stallTimeout = 10
-        return options
-    }
+    private static func options() -> HTTPOptions { FetchRun.options() }
 
-    /// Runs a fresh source into a collector; `onWrite` sees the running total after each write.
-    private func fetch(_ url: String, options: HTTPOptions = HTTPSourceTests.options(), resumeFrom: SourceState? = nil,
+    private func fetch(_ url: String, options: HTTPOptions = FetchRun.options(), resumeFrom: SourceState? = nil,
                        onWrite: ((Int) throws -> Void)? = nil) throws -> Run {
-        let log = EventLog()
-        let control = RunControl(progress: ProgressReporter(handler: { log.append($0) }))
-        let source = try HTTPSource(url: url, options: options, resumeFrom: resumeFrom, control: control)
-        let sink = Collector(onWrite: onWrite)
-        var caught: Error?
-        do { try source.run(into: sink) } catch { caught = error }
-        return Run(source: source, sink: sink, events: log, error: caught)
+        try FetchRun.run(url, options: options, resumeFrom: resumeFrom, onWrite: onWrite)
     }
 
     private static func checkpoint(_ url: String, offset: UInt64) -> SourceState {
@@ -628,7 +586,7 @@ final class HTTPSourceTests: XCTestCase {
         guard case .transfer(let failedURL, let reason)? = error as? SluiceError else {
             return XCTFail("expected .transfer, got \(String(describing: error))", file: file, line: line)
         }
-        XCTAssertEqual(failedURL, url, file: file, line: line)
+        XCTAssertEqual(failedURL, DisplayText.redactedURL(url), file: file, line: line)
         for word in words {
             XCTAssertTrue(reason.contains(word), "'\(reason)' does not mention '\(word)'", file: file, line: line)
         }
@@ -639,50 +597,8 @@ final class HTTPSourceTests: XCTestCase {
         guard let changed = error as? SourceChanged else {
             return XCTFail("expected SourceChanged, got \(String(describing: error))", file: file, line: line)
         }
-        XCTAssertEqual(changed.location, url, file: file, line: line)
+        XCTAssertEqual(changed.location, DisplayText.redactedURL(url), file: file, line: line)
         XCTAssertTrue(changed.reason.contains(word), "'\(changed.reason)' does not mention '\(word)'",
                       file: file, line: line)
-    }
-
-    /// Keeps every byte written; `onWrite` runs after each write with the running total.
-    private final class Collector: ByteSink {
-        private(set) var bytes: [UInt8] = []
-        private let onWrite: ((Int) throws -> Void)?
-
-        init(onWrite: ((Int) throws -> Void)? = nil) { self.onWrite = onWrite }
-
-        func write(_ buffer: UnsafeRawBufferPointer) throws {
-            bytes.append(contentsOf: buffer)
-            try onWrite?(bytes.count)
-        }
-
-        func barrier(_ cut: Cut) throws { cut.seal(makeDurable: nil) }
-        func finish() throws { XCTFail("a source never finishes its sink") }
-    }
-
-    /// Progress events, as the source's thread emits them.
-    private final class EventLog: @unchecked Sendable {
-        private let lock = NSLock()
-        private var events: [ProgressEvent] = []
-        private var retryHook: (@Sendable () -> Void)?
-
-        var onRetry: (@Sendable () -> Void)? {
-            get { lock.withLock { retryHook } }
-            set { lock.withLock { retryHook = newValue } }
-        }
-
-        func append(_ event: ProgressEvent) {
-            lock.withLock { events.append(event) }
-            if case .retry = event { onRetry?() }
-        }
-
-        var retries: [(attempt: Int, delay: Double, reason: String)] {
-            lock.withLock {
-                events.compactMap {
-                    if case .retry(let attempt, let delay, let reason) = $0 { return (attempt, delay, reason) }
-                    return nil
-                }
-            }
-        }
     }
 }

@@ -33,9 +33,17 @@ public struct CheckpointInspector {
     }
 
     public func render(json: Bool) -> String {
-        let verdict = self.verdict
+        var verdict = self.verdict
+        verdict.reason = DisplayText.escaped(verdict.reason)
         let offsets = checkpoint.stageOffsets
-        let source = checkpoint.source
+        // Older checkpoints stored URLs whole, and any checkpoint may be hand-edited: what is
+        // printed has URL secrets redacted and control characters escaped (DisplayText).
+        var source = checkpoint.source
+        source.location = DisplayText.url(source.location)
+        source.etag = source.etag.map(DisplayText.escaped)
+        source.lastModified = source.lastModified.map(DisplayText.escaped)
+        let shownSpec = DisplayText.escaped((try? PipelineSpec(parsing: checkpoint.spec))?.redactedDescription
+                                            ?? DisplayText.redactedURL(checkpoint.spec))
         if json {
             var sourceObject: [String: Any] = ["kind": source.kind, "location": source.location, "offset": source.offset]
             if let etag = source.etag { sourceObject["etag"] = etag }
@@ -44,7 +52,7 @@ public struct CheckpointInspector {
             let object: [String: Any] = [
                 "path": path,
                 "version": checkpoint.version,
-                "spec": checkpoint.spec,
+                "spec": shownSpec,
                 "written_at": ISO8601DateFormatter().string(from: checkpoint.writtenAt),
                 "source": sourceObject,
                 "stages": offsets.map { ["stage": $0.stage, "input": $0.input, "output": $0.output] as [String: Any] },
@@ -55,7 +63,7 @@ public struct CheckpointInspector {
         }
         var lines = [
             "checkpoint  \(path) (format \(checkpoint.version))",
-            "spec        \(checkpoint.spec)",
+            "spec        \(shownSpec)",
             "written     \(ISO8601DateFormatter().string(from: checkpoint.writtenAt))",
             "source      \(source.kind) \(source.location)",
             "  offset    \(source.offset)" + (source.totalLength.map { " of \($0)" } ?? ""),

@@ -3,28 +3,50 @@ import Foundation
 import Glibc
 #endif
 
+/// What is stored at a checkpoint path.
+enum StoredCheckpoint: Equatable {
+    case none
+    case valid(Checkpoint)
+    /// A sluice checkpoint that cannot be trusted (damaged, another version): `--restart` may remove it.
+    case damaged(SluiceError)
+    /// A regular file that is not a sluice checkpoint at all: never used, never removed.
+    case foreign(path: String)
+}
+
 /// Where a run's checkpoint lives: loads it, and replaces it atomically and durably
-/// (temporary file, fsync, rename, directory fsync; mode 0600).
+/// (a new temporary file, fsync, rename, directory fsync; mode 0600).
+///
+/// Nothing here follows a symbolic link or blocks on a FIFO: the checkpoint is opened
+/// with O_NOFOLLOW|O_NONBLOCK and must be a regular file; the temporary file is created
+/// with O_EXCL|O_NOFOLLOW, so whatever is planted at its name is never written through.
 public final class CheckpointStore: @unchecked Sendable {
     public let path: String
-    private var temporaryPath: String { path + ".tmp" }
+    public var temporaryPath: String { Self.temporaryPath(for: path) }
+
+    public static func temporaryPath(for path: String) -> String { path + ".tmp" }
+
     public init(path: String) {
         self.path = path
     }
 
-    public var exists: Bool { POSIX.exists(path) }
+    public var exists: Bool { POSIX.lstatFacts(path) != nil }
 
-    /// The stored checkpoint, nil when there is none; refuses one it cannot trust.
+    /// The stored checkpoint, nil when there is none; refuses one it cannot trust, and
+    /// anything that is not a checkpoint.
     public func load() throws -> Checkpoint? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else {
-            if errno == ENOENT { return nil }
-            throw SluiceError.io(path: path, operation: "open", errno: errno)
+        switch try read() {
+        case .none: return nil
+        case .valid(let checkpoint): return checkpoint
+        case .damaged(let error): throw error
+        case .foreign(let path): throw Self.notACheckpoint(path)
         }
+    }
+
+    /// What the checkpoint path holds. Throws only when it cannot be read, or holds a
+    /// link, a FIFO, a device or a directory.
+    func read() throws -> StoredCheckpoint {
+        guard let fd = try POSIX.openRegular(path, access: O_RDONLY, operation: "open checkpoint") else { return .none }
         defer { close(fd) }
-        guard POSIX.isRegularFile(fd) else {
-            throw SluiceError.checkpointRefused(path: path, reason: "it is not a regular file")
-        }
         // Checkpoints are a few hundred KiB at most; anything far larger is not one.
         var data = Data()
         let chunk = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
@@ -33,26 +55,42 @@ public final class CheckpointStore: @unchecked Sendable {
             let n = try POSIX.read(fd, into: chunk, path: path)
             if n == 0 { break }
             data.append(contentsOf: UnsafeRawBufferPointer(rebasing: chunk[0..<n]))
-            if data.count > 64 << 20 {
-                throw SluiceError.checkpointRefused(path: path, reason: "it is far too large to be a checkpoint")
-            }
+            if data.count > 64 << 20 { return .foreign(path: path) }
         }
-        return try Checkpoint.decode(data, path: path)
+        guard Self.isSluiceCheckpoint(data) else { return .foreign(path: path) }
+        do {
+            return .valid(try Checkpoint.decode(data, path: path))
+        } catch let error as SluiceError {
+            return .damaged(error)
+        }
+    }
+
+    /// Whether `data` says it is a sluice checkpoint (of any version, damaged or not):
+    /// only such a file may be replaced or removed by `--restart`.
+    static func isSluiceCheckpoint(_ data: Data) -> Bool {
+        struct Header: Decodable { var format: String }
+        return (try? JSONDecoder().decode(Header.self, from: data))?.format == Checkpoint.formatName
+    }
+
+    static func notACheckpoint(_ path: String) -> SluiceError {
+        .unsafePath(path: path, reason: "it is not a sluice checkpoint, so sluice will neither use nor remove it; move it away or name another --checkpoint")
     }
 
     public func save(_ checkpoint: Checkpoint) throws {
         let data = try checkpoint.encoded()
-        let fd = open(temporaryPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw SluiceError.io(path: temporaryPath, operation: "create", errno: errno) }
+        let temporaryPath = self.temporaryPath
+        // A temporary file left by a crash (we hold the lock, so it is not another run's).
+        if POSIX.lstatFacts(temporaryPath)?.kind == .regular { unlink(temporaryPath) }
+        let fd = try POSIX.createNew(temporaryPath, mode: 0o600)
         do {
             defer { close(fd) }
-            fchmod(fd, 0o600)  // an older temporary file may have had other bits
             try data.withUnsafeBytes { try POSIX.writeAll(fd, $0, path: temporaryPath) }
             try POSIX.fsync(fd, path: temporaryPath)
         } catch {
             unlink(temporaryPath)
             throw error
         }
+        // rename replaces whatever name is at `path` (a link included) without following it.
         guard rename(temporaryPath, path) == 0 else {
             let code = errno
             unlink(temporaryPath)
@@ -61,8 +99,11 @@ public final class CheckpointStore: @unchecked Sendable {
         try POSIX.fsyncDirectory(of: path)
     }
 
+    /// Removes the checkpoint and its temporary file: regular files only, so a link or a
+    /// FIFO someone put there is left alone.
     public func remove() {
-        unlink(path)
-        unlink(temporaryPath)
+        for name in [path, temporaryPath] where POSIX.lstatFacts(name)?.kind == .regular {
+            unlink(name)
+        }
     }
 }

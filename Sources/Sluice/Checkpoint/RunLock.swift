@@ -4,9 +4,16 @@ import Glibc
 
 /// An exclusive `flock` on a lock file beside what a run owns (its output, its
 /// checkpoint), so a second run for the same output is refused and touches nothing.
+///
+/// The lock is the `flock`, not the file: it dies with the process, so a lock file left by
+/// a crash never blocks anyone. The file is removed by its holder on release, so nothing is
+/// left on disk (a run refused with exit 2 removes only a lock file it created, so it
+/// changes nothing); that is safe because a run keeps a lock only after checking, while holding
+/// it, that the name still leads to the file it locked (a run that locked a file its holder
+/// had just removed sees that and starts again). A run never removes a lock it does not hold.
 public final class RunLock {
     public let path: String
-    /// Whether this run created the lock file (so leaving nothing behind means removing it).
+    /// Whether this run created the lock file (a refused run removes only those).
     public private(set) var createdFile = false
     private var fd: Int32 = -1
 
@@ -18,35 +25,52 @@ public final class RunLock {
 
     /// Takes the lock, or fails at once with `.locked` if another run holds it.
     public func acquire() throws {
-        while true {
-            let existed = POSIX.exists(path)
-            let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-            guard fd >= 0 else { throw SluiceError.io(path: path, operation: "create lock file", errno: errno) }
+        // Each retry means another run removed the file between our open and our flock;
+        // a bound keeps a pathological loop from spinning forever.
+        for _ in 0..<1000 {
+            DebugGate.pass("LOCK_OPEN")
+            let (fd, created) = try openOrCreate()
+            DebugGate.pass("LOCK_FLOCK")
             guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
                 let code = errno
                 close(fd)
-                if !existed { unlink(path) }
                 if code == EWOULDBLOCK { throw SluiceError.locked(checkpoint: path) }
                 throw SluiceError.io(path: path, operation: "lock", errno: code)
             }
-            // The run before us may have removed the file between our open and flock:
-            // then we hold a lock nobody else can see. Lock the file that is there now.
-            var held = stat(), current = stat()
-            if fstat(fd, &held) == 0, stat(path, &current) == 0,
-               held.st_dev == current.st_dev, held.st_ino == current.st_ino {
+            if namesHeldFile(fd) {
                 self.fd = fd
-                createdFile = !existed
+                createdFile = created
                 return
             }
             close(fd)
         }
+        throw SluiceError.io(path: path, operation: "lock", errno: EAGAIN)
     }
 
-    /// Releases the lock; `removeFile` also deletes the lock file (while still holding it).
-    public func release(removeFile: Bool = false) {
+    /// Releases the lock; `removeFile` removes the lock file first — while still holding
+    /// it, and only when the name still leads to the file this run locked.
+    public func release(removeFile: Bool = true) {
         guard fd >= 0 else { return }
-        if removeFile { unlink(path) }
+        if removeFile && namesHeldFile(fd) { unlink(path) }
         close(fd)
         fd = -1
+    }
+
+    /// A new lock file, or the existing one; never through a link, never blocking on a FIFO.
+    /// Read-only is enough for `flock`, so a leftover lock file we cannot write still works.
+    private func openOrCreate() throws -> (fd: Int32, created: Bool) {
+        for _ in 0..<1000 {
+            do {
+                return (try POSIX.createNew(path, access: O_RDONLY, mode: 0o600, operation: "create lock file"), true)
+            } catch SluiceError.io(_, _, let code) where code == EEXIST {}
+            if let fd = try POSIX.openRegular(path, access: O_RDONLY, operation: "open lock file") { return (fd, false) }
+            // Removed between the two opens: create it again.
+        }
+        throw SluiceError.io(path: path, operation: "create lock file", errno: EAGAIN)
+    }
+
+    private func namesHeldFile(_ fd: Int32) -> Bool {
+        guard let held = POSIX.fstatFacts(fd), let named = POSIX.lstatFacts(path) else { return false }
+        return named.kind == .regular && held.identity == named.identity
     }
 }

@@ -65,83 +65,77 @@ public final class Pipeline: Sendable {
         }
     }
 
+    /// Checks every name before touching any (the sink's `OutputTarget.preflight`, then
+    /// `RunPaths`), then runs holding the locks.
     private func runLocked(started: Date) throws -> RunReport {
         if !(spec.source.kind?.resumable ?? false), options.checkpointPath != nil {
             throw SluiceError.usage("\(spec.source.name) cannot be resumed, so it takes no --checkpoint; read from a file or URL to make the run resumable")
         }
         try output?.preflight()
-        let store = checkpointPath.map(CheckpointStore.init(path:))
+        if let problem = runPaths().problem() { throw problem }
         let locks = runLocks()
-        var taken: [RunLock] = []
-        var refusedCheckpoint = false
-        defer {
-            // Lock files go when no checkpoint is left to guard — and when this run made
-            // them only to refuse the checkpoint (a refused run changes nothing).
-            let keep = store?.exists ?? false
-            for lock in taken { lock.release(removeFile: !keep || (refusedCheckpoint && lock.createdFile)) }
+        do {
+            for lock in locks { try lock.acquire() }
+            DebugGate.pass("LOCKED")
+            let report = try runHoldingLocks(started: started)
+            for lock in locks { lock.release(removeFile: LockFileCleanup.removes(failure: nil, createdByThisRun: lock.createdFile)) }
+            return report
+        } catch {
+            let failure = error as? SluiceError ?? .io(path: "(run)", operation: "run", errno: EIO)
+            for lock in locks { lock.release(removeFile: LockFileCleanup.removes(failure: failure, createdByThisRun: lock.createdFile)) }
+            throw error
         }
-        for lock in locks {
-            try lock.acquire()
-            taken.append(lock)
-        }
+    }
 
+    /// Decides how to begin (`RunStart`), then runs attempts until `AfterAttempt` says
+    /// stop; the decisions are pure functions, this only gathers facts and acts.
+    private func runHoldingLocks(started: Date) throws -> RunReport {
+        let store = checkpointPath.map(CheckpointStore.init(path:))
         var checkpoint: Checkpoint?
-        if let store {
-            if options.restart {
-                // Appending to a file on stdout: take back what the abandoned run added.
-                if let old = try? store.load(), let state = old.stages.last?.as(StdoutSinkState.self) {
-                    try StdoutSink.undo(state)
-                }
-                store.remove()
-                discardPartialOutput()
-            } else {
-                do {
-                    checkpoint = try store.load()
-                    if let checkpoint { try check(checkpoint, storedAt: store.path) }
-                } catch {
-                    refusedCheckpoint = true
-                    throw error
-                }
-            }
+        let stored = try store?.read() ?? .none
+        switch RunStart.decide(restart: options.restart, stored: stored, mismatch: { self.mismatch($0, storedAt: store?.path ?? "") }) {
+        case .fresh: break
+        case .resume(let saved): checkpoint = saved
+        case .refuse(let error): throw error
+        case .discardThenFresh(let undoStdout):
+            // Appending to a file on stdout: take back what the abandoned run added.
+            if let undoStdout, output == nil { try StdoutSink.undo(undoStdout) }
+            store?.remove()
+            discardPartialOutput()
         }
 
         var restartReason: String?
         let resumedAt = checkpoint?.source.offset
         while true {
-            do {
-                let sourceBytes = try runOnce(resumingFrom: checkpoint, store: store)
+            let outcome = runOnce(resumingFrom: checkpoint, store: store)
+            let facts = AfterAttempt.Facts(sinkCanStartOver: output != nil, startedOver: restartReason != nil,
+                                           resumed: checkpoint != nil, checkpointKept: store?.exists ?? false)
+            switch AfterAttempt.decide(outcome, facts) {
+            case .finished(let sourceBytes):
                 store?.remove()
                 return RunReport(resumedAt: restartReason == nil ? resumedAt : nil, restartReason: restartReason,
                                  sourceBytes: sourceBytes, seconds: Date().timeIntervalSince(started))
-            } catch let changed as SourceChanged {
-                guard output != nil else {
-                    throw SluiceError.remoteChanged(url: changed.location, reason: changed.reason)
-                }
-                guard restartReason == nil else {
-                    throw SluiceError.transfer(url: changed.location, reason: "it changed again while starting over (\(changed.reason))")
-                }
-                let since = checkpoint == nil ? "during the transfer" : "since the checkpoint"
-                restartReason = "\(changed.location) changed \(since) (\(changed.reason)); starting over from zero"
-            } catch FileSinkError.partialTooShort(let path, let expected) {
-                guard restartReason == nil else { throw SluiceError.io(path: path, operation: "resume", errno: EIO) }
-                restartReason = "\(path) is shorter than the \(expected) bytes the checkpoint records; starting over from zero"
-            } catch let changed as PartialOutputChanged {
-                guard restartReason == nil else { throw SluiceError.io(path: changed.path, operation: "resume", errno: EIO) }
-                restartReason = "\(changed.path): \(changed.reason); starting over from zero"
-            } catch let error as SluiceError {
-                if case .checkpointRefused = error { refusedCheckpoint = true }
-                // Without a checkpoint nothing can ever resume the partial output.
-                if error.discardsPartialOutput || !(store?.exists ?? false) {
+            case .fail(let error, let discard):
+                if discard {
                     store?.remove()
                     discardPartialOutput()
                 }
                 throw error
+            case .startOver(let reason):
+                restartReason = reason
+                control.progress.emit(.restart(reason: reason))
+                store?.remove()
+                discardPartialOutput()
+                checkpoint = nil
             }
-            control.progress.emit(.restart(reason: restartReason!))
-            store?.remove()
-            discardPartialOutput()
-            checkpoint = nil
         }
+    }
+
+    /// The names this run reads and writes, for the checks made before anything is touched.
+    private func runPaths() -> RunPaths {
+        let stdout = output == nil && spec.sink.name == "stdout" ? POSIX.fstatFacts(STDOUT_FILENO) : nil
+        let input = spec.source.name == "read" ? spec.source.arguments.first : nil
+        return RunPaths(output: output, checkpoint: checkpointPath, input: input, stdout: stdout)
     }
 
     /// One lock beside the output file (whatever the checkpoint is called) and one beside
@@ -151,35 +145,60 @@ public final class Pipeline: Sendable {
         if let output {
             locks.append(RunLock(path: output.lockPath))
         }
-        if let checkpointPath, !locks.contains(where: { $0.path == checkpointPath + ".lock" }) {
+        // One lock file under two spellings (`--checkpoint ./out.sluice`) is one lock: taking
+        // it twice would refuse the run as its own rival.
+        if let checkpointPath, !locks.contains(where: {
+            RunPaths.canonicalName($0.path) == RunPaths.canonicalName(checkpointPath + ".lock")
+        }) {
             locks.append(RunLock(path: checkpointPath + ".lock"))
         }
         return locks
     }
 
-    /// Refuses a checkpoint that belongs to another pipeline.
-    private func check(_ checkpoint: Checkpoint, storedAt path: String) throws {
-        guard checkpoint.spec == spec.description else {
-            throw SluiceError.checkpointRefused(path: path, reason: "it was written for a different pipeline ('\(checkpoint.spec)')")
+    /// Why a checkpoint belongs to another pipeline (or cannot be one), or nil.
+    private func mismatch(_ checkpoint: Checkpoint, storedAt path: String) -> SluiceError? {
+        // Checkpoints store the spec with URL secrets redacted (older ones stored it whole).
+        guard checkpoint.spec == spec.redactedDescription || checkpoint.spec == spec.description else {
+            let shown = (try? PipelineSpec(parsing: checkpoint.spec))?.redactedDescription ?? "an unreadable spec"
+            return .checkpointRefused(path: path, reason: "it was written for a different pipeline ('\(DisplayText.escaped(shown))')")
         }
         let expected = spec.stages.dropFirst().map(\.name)
         guard checkpoint.stages.map(\.stageName) == expected, checkpoint.source.kind == spec.source.name else {
-            throw SluiceError.checkpointRefused(path: path, reason: "its stages do not match the spec")
+            return .checkpointRefused(path: path, reason: "its stages do not match the spec")
         }
         if let problem = checkpoint.inconsistency {
-            throw SluiceError.checkpointRefused(path: path, reason: "its stage positions do not fit together (\(problem))")
+            return .checkpointRefused(path: path, reason: "its stage positions do not fit together (\(problem))")
         }
+        return nil
     }
 
     private func discardPartialOutput() {
         output?.discardPartial()
     }
 
-    /// One pass from the checkpoint (or zero) to the end. Returns the source bytes moved.
-    private func runOnce(resumingFrom checkpoint: Checkpoint?, store: CheckpointStore?) throws -> UInt64 {
+    /// One pass from the checkpoint (or zero) to the end, and how it ended.
+    private func runOnce(resumingFrom checkpoint: Checkpoint?, store: CheckpointStore?) -> AttemptOutcome {
+        var reached = checkpoint?.source.offset ?? 0
+        do {
+            return .finished(sourceBytes: try attempt(resumingFrom: checkpoint, store: store, reached: &reached))
+        } catch let changed as SourceChanged {
+            return .sourceChanged(location: changed.location, reason: changed.reason)
+        } catch FileSinkError.partialTooShort(let path, let expected) {
+            return .partialTooShort(path: path, expected: expected)
+        } catch let changed as PartialOutputChanged {
+            return .partialChanged(path: changed.path, reason: changed.reason)
+        } catch let error as SluiceError {
+            return .failed(error, sourceOffset: reached)
+        } catch {
+            return .failed(.io(path: checkpointPath ?? "(run)", operation: "run", errno: EIO), sourceOffset: reached)
+        }
+    }
+
+    /// Runs the stages; `reached` follows the source offset, so a failure says where it stood.
+    private func attempt(resumingFrom checkpoint: Checkpoint?, store: CheckpointStore?, reached: inout UInt64) throws -> UInt64 {
         // Interval 0 writes no checkpoints; an existing one is still honoured and locked.
         let writer = options.checkpointInterval == 0 ? nil
-            : store.map { CheckpointWriter(store: $0, spec: spec.description, control: control) }
+            : store.map { CheckpointWriter(store: $0, spec: spec.redactedDescription, control: control) }
         defer { writer?.stop() }
         let built: StageChain
         do {
@@ -193,7 +212,7 @@ public final class Pipeline: Sendable {
         if let checkpoint { control.progress.emit(.resume(sourceOffset: checkpoint.source.offset)) }
         for note in built.notes { control.progress.emit(.notice(note)) }
         let startOffset = checkpoint?.source.offset ?? 0
-        control.progress.emit(.start(spec: spec.description, total: checkpoint?.source.totalLength, resumedAt: checkpoint?.source.offset))
+        control.progress.emit(.start(spec: spec.redactedDescription, total: checkpoint?.source.totalLength, resumedAt: checkpoint?.source.offset))
         var seal: (@Sendable (Cut) -> Void)?
         if let writer { seal = { cut in writer.submit(cut) } }
         let head = PipelineHead(source: built.source, next: built.first, startOffset: startOffset,
@@ -214,6 +233,7 @@ public final class Pipeline: Sendable {
                 try? writer.flush()
             }
             built.close()
+            reached = head.offset
             throw error
         }
         built.close()

@@ -77,7 +77,7 @@ public final class ProgressRenderer: Sendable {
 
     private func noticeOnly(_ event: ProgressEvent) {
         guard !quiet, let text = notice(for: event) else { return }
-        write("sluice: \(text)\n")
+        write("sluice: \(DisplayText.escaped(text))\n")
     }
 
     // MARK: bar
@@ -87,7 +87,7 @@ public final class ProgressRenderer: Sendable {
             if let text = notice(for: event) {
                 if s.drawn { write("\r\u{1b}[2K") }
                 s.drawn = false
-                write("sluice: \(text)\n")
+                write("sluice: \(DisplayText.escaped(text))\n")
             }
             switch event {
             case .start(_, let total, let resumedAt):
@@ -124,14 +124,14 @@ public final class ProgressRenderer: Sendable {
             parts.append("[" + String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled) + "]")
             parts.append(String(format: "%5.1f%%", fraction * 100))
             parts.append("\(formatBytes(offset))/\(formatBytes(total))")
-            if rate > 0 {
+            if rate > 0 && rate.isFinite {
                 let eta = Double(total - min(total, offset)) / rate
-                parts.append("\(formatBytes(UInt64(rate)))/s")
+                parts.append("\(formatRate(rate))/s")
                 parts.append("ETA \(formatDuration(eta))")
             }
         } else {
             parts.append(formatBytes(offset))
-            if rate > 0 { parts.append("\(formatBytes(UInt64(rate)))/s") }
+            if rate > 0 && rate.isFinite { parts.append("\(formatRate(rate))/s") }
         }
         if resumed { parts.append("(resumed)") }
         return parts.joined(separator: " ")
@@ -163,7 +163,7 @@ public final class ProgressRenderer: Sendable {
                 object["event"] = "retry"
                 object["attempt"] = attempt
                 object["delay"] = delay
-                object["reason"] = reason
+                object["reason"] = DisplayText.escaped(reason)
             case .checkpoint(let offset, let stages):
                 // A checkpoint becomes durable a little after the stream passed its cut.
                 object["event"] = "checkpoint"
@@ -177,7 +177,7 @@ public final class ProgressRenderer: Sendable {
                 s.lastOffset = offset
             case .restart(let reason):
                 object["event"] = "restart"
-                object["reason"] = reason
+                object["reason"] = DisplayText.escaped(reason)
                 s.lastOffset = 0
             case .done(let sourceBytes, let outputBytes, let seconds):
                 object["event"] = "done"
@@ -187,7 +187,7 @@ public final class ProgressRenderer: Sendable {
             case .error(let error):
                 object["event"] = "error"
                 object["exit_code"] = Int(error.exitCode)
-                object["message"] = error.description
+                object["message"] = DisplayText.escaped(error.description)
             case .notice:
                 return  // the JSON lines keep their documented set of events
             }
@@ -202,7 +202,7 @@ public final class ProgressRenderer: Sendable {
 }
 
 func formatBytes(_ n: UInt64) -> String {
-    let units = ["B", "KiB", "MiB", "GiB", "TiB"]
+    let units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"]
     var value = Double(n)
     var unit = 0
     while value >= 1024 && unit < units.count - 1 {
@@ -212,8 +212,21 @@ func formatBytes(_ n: UInt64) -> String {
     return unit == 0 ? "\(n) B" : String(format: "%.1f %@", value, units[unit])
 }
 
+/// A rate in bytes per second, whatever a clock or a server made of it.
+func formatRate(_ bytesPerSecond: Double) -> String {
+    guard bytesPerSecond.isFinite, bytesPerSecond > 0 else { return formatBytes(0) }
+    // UInt64(x) traps at 2^64 and above: clamp first.
+    return formatBytes(bytesPerSecond >= 1.8e19 ? UInt64.max : UInt64(bytesPerSecond))
+}
+
+/// `m:ss` or `h:mm:ss`; beyond 100 days (a trickle of a huge declared length) a day count,
+/// and past any sensible horizon `>99999d`. Never converts an out-of-range Double to Int.
 func formatDuration(_ seconds: Double) -> String {
     guard seconds.isFinite else { return "--:--" }
-    let s = Int(seconds.rounded())
+    let clamped = max(0, seconds)
+    let days = clamped / 86_400
+    if days >= 100_000 { return ">99999d" }
+    if days >= 100 { return "\(Int(days))d" }
+    let s = Int(clamped.rounded())
     return s >= 3600 ? String(format: "%d:%02d:%02d", s / 3600, s / 60 % 60, s % 60) : String(format: "%d:%02d", s / 60, s % 60)
 }

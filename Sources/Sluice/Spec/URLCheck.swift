@@ -6,20 +6,20 @@ enum URLCheck {
 
     static func validate(_ text: String) throws(StageWordError) {
         guard let components = URLComponents(string: text), let scheme = components.scheme?.lowercased() else {
-            throw StageWordError("'\(text)' is not a valid URL")
+            throw StageWordError("'\(DisplayText.url(text))' is not a valid URL")
         }
         // What libcurl will be given must also parse there (ports, spaces, …).
         guard schemes.contains(scheme) == false || FetchURL(text) != nil else {
-            throw StageWordError("'\(text)' is not a URL libcurl accepts")
+            throw StageWordError("'\(DisplayText.url(text))' is not a URL libcurl accepts")
         }
         guard schemes.contains(scheme) else {
             throw StageWordError("unsupported URL scheme '\(scheme)' (fetch takes http, https or file URLs)")
         }
         if scheme == "file" {
-            guard !components.path.isEmpty else { throw StageWordError("'\(text)' names no file") }
+            guard !components.path.isEmpty else { throw StageWordError("'\(DisplayText.url(text))' names no file") }
         } else {
             guard let host = components.host, !host.isEmpty else {
-                throw StageWordError("'\(text)' has no host")
+                throw StageWordError("'\(DisplayText.url(text))' has no host")
             }
         }
     }

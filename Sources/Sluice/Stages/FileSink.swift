@@ -40,8 +40,7 @@ public final class FileSink: TerminalSink {
     public init(path: String, restoring state: FileSinkState? = nil) throws {
         self.path = path
         self.partialPath = Self.partialPath(for: path)
-        fd = open(partialPath, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw SluiceError.io(path: partialPath, operation: "create", errno: errno) }
+        fd = try Self.openPartial(partialPath)
         let keep = state?.bytesWritten ?? 0
         if let state, (POSIX.fileSize(fd) ?? 0) < state.bytesWritten {
             close(fd)
@@ -59,6 +58,24 @@ public final class FileSink: TerminalSink {
 
     deinit {
         if fd >= 0 { close(fd) }
+    }
+
+    /// A new partial file (O_EXCL), or the one a checkpoint continues — never through a
+    /// link, never a FIFO or device, never a file with other names (cutting it back would
+    /// change those too).
+    private static func openPartial(_ path: String) throws -> Int32 {
+        for _ in 0..<1000 {
+            do {
+                return try POSIX.createNew(path, mode: 0o644)
+            } catch SluiceError.io(_, _, let code) where code == EEXIST {}
+            guard let fd = try POSIX.openRegular(path, access: O_WRONLY, operation: "open") else { continue }
+            guard let facts = POSIX.fstatFacts(fd), facts.links == 1 else {
+                close(fd)
+                throw SluiceError.unsafePath(path: path, reason: "it has other hard links, so cutting it back would change another file too")
+            }
+            return fd
+        }
+        throw SluiceError.io(path: path, operation: "create", errno: EAGAIN)
     }
 
     public func write(_ bytes: UnsafeRawBufferPointer) throws {
@@ -91,6 +108,11 @@ public final class FileSink: TerminalSink {
         try POSIX.fsync(fd, path: partialPath)
         close(fd)
         fd = -1
+        // The run checked PATH before it began; something that is not a file put there
+        // since (a FIFO, a device, a directory) is still not replaced.
+        if let there = POSIX.lstatFacts(path), there.kind != .regular && there.kind != .symlink {
+            throw SluiceError.unsafePath(path: path, reason: there.kind.refusal)
+        }
         guard rename(partialPath, path) == 0 else {
             throw SluiceError.io(path: path, operation: "rename \(partialPath) to", errno: errno)
         }
@@ -98,8 +120,10 @@ public final class FileSink: TerminalSink {
     }
 
     /// Removes the partial output (after a failed verification, or to start over).
+    /// Only a regular file is removed: a link or FIFO someone put at the name stays.
     public static func discard(path: String) {
-        unlink(partialPath(for: path))
+        let partial = partialPath(for: path)
+        if POSIX.lstatFacts(partial)?.kind == .regular { unlink(partial) }
     }
 }
 
@@ -122,11 +146,11 @@ extension StageKind {
 extension FileSink {
     /// PATH, its partial file, and the refusals before anything is touched.
     static func output(path: String) -> OutputTarget {
-        OutputTarget(path: path, partialPath: partialPath(for: path), preflight: {
-            var st = stat()
-            if stat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR {
-                throw SluiceError.usage("the output \(path) is a directory; name a file inside it")
-            }
+        let partial = partialPath(for: path)
+        // PATH must be a regular file or nothing (a FIFO or device is never replaced);
+        // the partial file is never a link, a FIFO or a device.
+        return OutputTarget(path: path, partialPath: partial, preflight: {
+            if let problem = RunPaths.fileOutputProblem(path) ?? RunPaths.writtenFileProblem(partial) { throw problem }
         }, discardPartial: { discard(path: path) })
     }
 }

@@ -1,4 +1,5 @@
 import CCurl
+import Foundation
 import Synchronization
 
 /// `fetch URL`: an http, https or file URL through libcurl, resumed with `Range` and
@@ -8,17 +9,24 @@ import Synchronization
 /// downstream never notice; a response is judged (ResumeJudge) before any of its body moves,
 /// so bytes of another version are never spliced onto the ones already delivered.
 public final class HTTPSource: ByteSource {
-    /// The URL as given in the spec; checkpoints and messages name this one.
-    private let url: String
+    /// The URL as checkpoints and messages name it: userinfo and query values redacted.
+    private let shownURL: String
+    /// The URL as given in the spec, parsed: every attempt's redirect chain starts here.
     private let start: FetchURL
     private let options: HTTPOptions
     private let control: RunControl
     private let redirects: RedirectPolicy
-    private let backoff: RetryBackoff
+    private let policy: RetryPolicy
     /// `-H` headers minus the ones Sluice must own (Range, If-Range).
     private let userHeaders: [String]
     /// Where `run` starts: the checkpoint's offset, or zero.
     private let startOffset: UInt64
+    /// Resuming a checkpoint of a URL with a query: the query may be a fresh signature for
+    /// another object, so the server must prove it is the same entity (ResumeJudge).
+    private let requireProof: Bool
+    /// Secrets of the URL and the proxy (password, query values), scrubbed from every
+    /// message libcurl writes, in case one quotes them.
+    private let secrets: [String]
     /// Validators as first seen. Set by the source thread before the first byte moves; read by
     /// `state(at:)`, which the engine may call from another thread.
     private let firstSeen: Mutex<FetchValidators?>
@@ -29,88 +37,94 @@ public final class HTTPSource: ByteSource {
     /// `resumeFrom`: the checkpoint's source state (offset and validators), or nil to start at zero.
     public init(url: String, options: HTTPOptions, resumeFrom: SourceState?, control: RunControl) throws {
         guard let start = FetchURL(url), ["http", "https", "file"].contains(start.scheme) else {
-            throw SluiceError.usage("fetch: '\(url)' is not an http, https or file URL")
+            throw SluiceError.usage("fetch: '\(DisplayText.url(url))' is not an http, https or file URL")
         }
-        self.url = url
+        shownURL = DisplayText.redactedURL(url)
         self.start = start
         self.options = options
         self.control = control
         redirects = RedirectPolicy(original: start)
-        backoff = RetryBackoff(base: options.backoffBase, maxRetryAfter: options.maxRetryAfter)
+        policy = RetryPolicy(retries: options.retries,
+                             backoff: RetryBackoff(base: options.backoffBase, maxRetryAfter: options.maxRetryAfter))
         startOffset = resumeFrom?.offset ?? 0
+        // Offsets become curl_off_t and Range values: a checkpoint claiming more is damaged.
+        guard startOffset <= HTTPNumber.maximum else {
+            throw SluiceError.checkpointRefused(path: "", reason: "its source offset \(startOffset) is beyond 2^63-1")
+        }
+        requireProof = resumeFrom != nil && (resumeFrom?.offset ?? 0) > 0 && start.query != nil
         firstSeen = Mutex(resumeFrom.map(FetchValidators.init))
+        secrets = Self.secrets(in: url) + (options.proxy.map(Self.secrets(in:)) ?? [])
 
         var warnings: [String] = []
         if options.insecure { warnings.append("warning: --insecure: TLS certificates are not verified") }
         let owned: Set<String> = ["range", "if-range"]
         userHeaders = options.headers.filter { !owned.contains(RedirectPolicy.name(of: $0)) }
         for header in options.headers where owned.contains(RedirectPolicy.name(of: header)) {
-            warnings.append("ignoring -H '\(header)': sluice sets Range and If-Range itself to resume")
+            let name = DisplayText.quoted(RedirectPolicy.name(of: header), limit: 40)
+            warnings.append("ignoring -H \(name): sluice sets Range and If-Range itself to resume")
         }
         self.warnings = warnings
     }
 
     public func state(at offset: UInt64) -> SourceState {
         let seen = firstSeen.withLock { $0 }
-        return SourceState(kind: "fetch", location: url, offset: offset, etag: seen?.etag,
-                           lastModified: seen?.lastModified, totalLength: seen?.totalLength)
+        return SourceState(kind: "fetch", location: shownURL, offset: offset, etag: seen?.etag,
+                           lastModified: seen?.lastModified, totalLength: seen?.totalLength,
+                           lastModifiedIsStrong: seen?.lastModifiedIsStrong == true ? true : nil)
     }
 
+    /// Attempts until the whole resource is delivered; between attempts `RetryPolicy` decides.
     public func run(into sink: ByteSink) throws {
         guard let transfer = CurlTransfer(options: options) else {
-            throw SluiceError.transfer(url: url, reason: "libcurl could not be initialised")
+            throw SluiceError.transfer(url: shownURL, reason: "libcurl could not be initialised")
         }
+        let deadline = options.maxTime.map { Monotonic.seconds() + $0 }
         var offset = startOffset
         // Where the last redirect chain ended: later attempts of this run go straight there.
         var location = start
-        var failuresInARow = 0
+        var streak = RetryPolicy.Streak()
         while true {
             try control.check()
             let before = offset
+            let failure: FetchFailure
             do {
-                try attempt(transfer, from: &location, offset: &offset, into: sink)
+                try attempt(transfer, from: &location, offset: &offset, deadline: deadline, into: sink)
                 return
-            } catch let failure as FetchFailure {
-                switch failure {
-                case .permanent(let reason):
-                    // Redirect targets may be temporary (signed URLs expire): before giving up,
-                    // go back once to the URL the user gave and follow its redirects afresh.
-                    if location != start {
-                        location = start
-                        continue
-                    }
-                    throw SluiceError.transfer(url: url, reason: reason)
-                case .changed(let reason):
-                    throw SourceChanged(location: url, reason: reason)
-                case .transient(let reason, let retryAfter):
-                    // Progress proves the link works: only failures in a row count.
-                    if offset > before { failuresInARow = 0 }
-                    failuresInARow += 1
-                    guard failuresInARow <= options.retries else {
-                        let tries = options.retries == 1 ? "1 retry" : "\(options.retries) retries"
-                        throw SluiceError.transfer(url: url, reason: "\(reason) (gave up after \(tries))")
-                    }
-                    let delay = backoff.delay(forRetry: failuresInARow, retryAfter: retryAfter)
-                    control.progress.emit(.retry(attempt: failuresInARow, delay: delay, reason: reason))
-                    try RetryBackoff.wait(delay, control: control)
-                }
+            } catch let caught as FetchFailure {
+                failure = caught
+            }
+            let decision = policy.decide(failure, streak: &streak, progressed: offset > before,
+                                         atRedirectTarget: location != start,
+                                         secondsLeft: deadline.map { $0 - Monotonic.seconds() })
+            switch decision {
+            case .giveUp(let reason):
+                throw SluiceError.transfer(url: shownURL, reason: scrub(reason))
+            case .changed(let reason):
+                throw SourceChanged(location: shownURL, reason: scrub(reason))
+            case .retry(let number, let delay, let fromStart, let reason):
+                if fromStart { location = start }
+                control.progress.emit(.retry(attempt: number, delay: delay, reason: scrub(reason)))
+                try RetryBackoff.wait(delay, control: control)
             }
         }
     }
 
     /// One attempt: requests from `offset`, following redirects, and streams the body on.
     /// Returns when the whole resource has been delivered; throws FetchFailure (or the
-    /// sink's error, or the run's failure when stopped).
+    /// sink's error, or the run's failure when stopped). `AttemptJudge` decides each step.
     private func attempt(_ transfer: CurlTransfer, from location: inout FetchURL, offset: inout UInt64,
-                         into sink: ByteSink) throws {
+                         deadline: Double?, into sink: ByteSink) throws {
         var current = location
         var hops = 0
+        let limits = TransferLimits(stallTimeout: options.stallTimeout, speedLimit: options.speedLimit,
+                                    speedTime: options.speedTime, deadline: deadline)
         while true {
             let known = firstSeen.withLock { $0 }
             let requested = offset
-            let judge = ResumeJudge(offset: requested, known: known, server: current.authority)
-            let outcome = transfer.perform(request(for: current, offset: offset, known: known), into: sink,
-                                           control: control, stallTimeout: options.stallTimeout) { [self] head in
+            let judge = ResumeJudge(offset: requested, known: known, server: current.authority,
+                                    requireProof: requireProof && requested == startOffset)
+            let outcome = transfer.perform(request(for: current, offset: offset, known: known), offset: requested,
+                                           into: sink, control: control, limits: limits) { [self] head in
                 let verdict = judge.judge(head)
                 // Recorded before the first byte moves, so every cut carries them.
                 if case .deliver(_, let seen, _) = verdict, requested == 0 || known == nil {
@@ -120,49 +134,27 @@ public final class HTTPSource: ByteSource {
             }
             offset += outcome.delivered
 
+            var trip: TransferTrip?
             switch outcome.interruption {
             case .sink(let error)?: throw error
             case .stopped?: throw control.failure ?? .cancelled
-            case .stalled?:
-                let timeout = options.stallTimeout
-                let seconds = timeout == timeout.rounded() && abs(timeout) < 1e15 ? String(Int(timeout)) : String(timeout)
-                throw FetchFailure.transient("no data from \(current.authority) for \(seconds) s")
+            case .tripped(let what)?: trip = what
             case nil: break
             }
-
-            switch outcome.verdict {
-            case .redirect(let target)?:
+            if case .deliver? = outcome.verdict { location = current }
+            let facts = PerformFacts(code: outcome.code, message: outcome.message, verdict: outcome.verdict, trip: trip,
+                                     skipLeft: outcome.skipLeft, requested: requested, offset: offset,
+                                     knownTotal: firstSeen.withLock { $0?.totalLength })
+            switch AttemptJudge.next(after: facts, url: current, limits: limits) {
+            case .finished:
+                return
+            case .askForRest:
+                continue
+            case .follow(let target):
                 hops += 1
                 current = try redirects.follow(target, from: current, hops: hops)
-            case .complete?:
-                return
-            case .failed(let failure)?:
+            case .fail(let failure):
                 throw failure
-            case .deliver(_, let seen, let end)?:
-                location = current
-                guard outcome.code == CURLE_OK else {
-                    throw FetchFailure.from(outcome.code, message: "\(current.authority): \(outcome.message)",
-                                            url: current)
-                }
-                if outcome.skipLeft > 0 {
-                    throw FetchFailure.changed("its full content is now shorter than the resume offset")
-                }
-                // More than announced: the server's framing cannot be trusted.
-                if let limit = end ?? firstSeen.withLock({ $0?.totalLength }), offset > limit {
-                    throw FetchFailure.permanent("\(current.authority) sent \(offset - limit) bytes more than it announced")
-                }
-                // A close-delimited body cannot tell a drop from its end; the lengths known can.
-                if let end, offset < end {
-                    throw FetchFailure.transient("\(current.authority) ended the response at byte \(offset) of \(end)")
-                }
-                if let total = firstSeen.withLock({ $0?.totalLength }) ?? seen.totalLength, offset < total {
-                    // A server may answer a range with fewer bytes than asked: ask for the rest.
-                    if end == offset { continue }
-                    throw FetchFailure.transient("\(current.authority) ended the response at byte \(offset) of \(total)")
-                }
-                return
-            case nil:
-                throw FetchFailure.from(outcome.code, message: outcome.message, url: current)
             }
         }
     }
@@ -175,6 +167,20 @@ public final class HTTPSource: ByteSource {
             if let ifRange = known?.ifRange { headers.append("If-Range: \(ifRange)") }
         }
         return CurlRequest(url: url, headers: headers, resumeFrom: 0)
+    }
+
+    /// `reason` with every secret of the URLs replaced by `***`.
+    private func scrub(_ reason: String) -> String {
+        secrets.reduce(reason) { $0.replacingOccurrences(of: $1, with: DisplayText.redactedMark) }
+    }
+
+    /// The parts of a URL that `DisplayText.redactedURL` hides, long enough to be worth
+    /// scrubbing from free text (a one-letter value would mangle every message).
+    private static func secrets(in url: String) -> [String] {
+        guard let parts = URLComponents(string: url) else { return [] }
+        let values = [parts.password, parts.percentEncodedPassword] + (parts.percentEncodedQueryItems ?? []).map(\.value)
+            + (parts.queryItems ?? []).map(\.value)
+        return Array(Set(values.compactMap { $0 }.filter { $0.count >= 4 })).sorted { $0.count > $1.count }
     }
 }
 

@@ -10,6 +10,8 @@ public struct StdoutSinkState: StageStateValue {
     public var fileSize: UInt64?
     /// Its size when the run first began: `--restart` cuts it back there.
     public var startFileSize: UInt64?
+    /// Which file stdout was (device and inode): a resume or `--restart` cuts back only that file.
+    public var file: FileIdentity?
 
     public var position: StagePosition { StagePosition(input: bytesWritten, output: bytesWritten) }
 }
@@ -24,16 +26,20 @@ public final class StdoutSink: TerminalSink {
     private var bytesWritten: UInt64
     private let isFile: Bool
     private let startFileSize: UInt64?
+    private let identity: FileIdentity?
     /// What the resume did to stdout, for the run's report.
     public private(set) var resumeNote: String?
 
     public init(fd: Int32 = STDOUT_FILENO, restoring state: StdoutSinkState? = nil) throws {
         self.fd = fd
-        isFile = POSIX.isRegularFile(fd)
+        let facts = POSIX.fstatFacts(fd)
+        isFile = facts?.kind == .regular
+        identity = isFile ? facts?.identity : nil
         bytesWritten = state?.bytesWritten ?? 0
-        startFileSize = state?.startFileSize ?? (isFile ? POSIX.fileSize(fd) : nil)
+        startFileSize = state?.startFileSize ?? (isFile ? facts?.size : nil)
         guard let state else { return }
         if isFile, let size = state.fileSize {
+            try Self.requireSameFile(state, fd: fd, doing: "cut it back to the checkpoint")
             // A file shorter than at the cut was truncated (`>` instead of `>>`): what the
             // interrupted run wrote is gone, and resuming would leave only the tail.
             guard let current = POSIX.fileSize(fd), current >= size else {
@@ -49,9 +55,27 @@ public final class StdoutSink: TerminalSink {
 
     /// `--restart` with stdout appending to a file: drop what the abandoned run added.
     public static func undo(_ state: StdoutSinkState, fd: Int32 = STDOUT_FILENO) throws {
-        guard POSIX.isRegularFile(fd), let start = state.startFileSize,
-              let current = POSIX.fileSize(fd), current >= start else { return }
+        guard POSIX.isRegularFile(fd), let start = state.startFileSize else { return }
+        try requireSameFile(state, fd: fd, doing: "take back what the abandoned run appended")
+        guard let current = POSIX.fileSize(fd), current >= start else { return }
         try POSIX.truncate(fd, to: start, path: "stdout")
+    }
+
+    /// Refuses (exit 2) to cut back a regular file on stdout that is not the one the
+    /// checkpoint recorded: `>> other.log` must never lose its own bytes.
+    static func requireSameFile(_ state: StdoutSinkState, fd: Int32, doing action: String) throws {
+        let now = POSIX.fstatFacts(fd)?.identity
+        guard let recorded = state.file else {
+            throw SluiceError.unsafePath(
+                path: "stdout",
+                reason: "the checkpoint does not record which file stdout was, so sluice cannot tell whether to \(action)")
+        }
+        guard recorded == now else {
+            let current = now.map { "device \($0.device) inode \($0.inode)" } ?? "unknown"
+            throw SluiceError.unsafePath(
+                path: "stdout",
+                reason: "it is not the file the checkpoint recorded (device \(recorded.device) inode \(recorded.inode), stdout is \(current)), so sluice will not \(action); append (>>) to that same file")
+        }
     }
 
     public func write(_ bytes: UnsafeRawBufferPointer) throws {
@@ -62,7 +86,8 @@ public final class StdoutSink: TerminalSink {
     public var notices: [String] { resumeNote.map { [$0] } ?? [] }
 
     public func snapshot() -> StdoutSinkState {
-        StdoutSinkState(bytesWritten: bytesWritten, fileSize: isFile ? POSIX.fileSize(fd) : nil, startFileSize: startFileSize)
+        StdoutSinkState(bytesWritten: bytesWritten, fileSize: isFile ? POSIX.fileSize(fd) : nil, startFileSize: startFileSize,
+                        file: identity)
     }
 
     public func durability() throws -> (@Sendable () throws -> Void)? {

@@ -468,6 +468,12 @@ extension UntarSink {
     }
 
     static func preflight(directory: String) throws {
+        // The partial tree is a directory of ours or nothing: a link, file or FIFO there is
+        // not removed (it may not be ours), the run is refused.
+        let partial = partialPath(for: directory)
+        if let here = POSIX.lstatFacts(partial), here.kind != .directory {
+            throw SluiceError.unsafePath(path: partial, reason: here.kind == .regular ? "it is a file, not untar's partial directory" : here.kind.refusal)
+        }
         var st = stat()
         guard lstat(directory, &st) == 0 else {
             if errno == ENOENT { return }

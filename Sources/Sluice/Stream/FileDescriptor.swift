@@ -69,8 +69,119 @@ enum POSIX {
         return fstat(fd, &st) == 0 && (st.st_mode & S_IFMT) == S_IFREG
     }
 
-    static func exists(_ path: String) -> Bool {
-        access(path, F_OK) == 0
+    /// What is at `path` itself (a symbolic link is reported as one, not followed);
+    /// nil when nothing is there.
+    static func lstatFacts(_ path: String) -> FileFacts? {
+        var st = stat()
+        return lstat(path, &st) == 0 ? FileFacts(st) : nil
+    }
+
+    /// What `path` names after following links; nil when it does not resolve.
+    static func statFacts(_ path: String) -> FileFacts? {
+        var st = stat()
+        return stat(path, &st) == 0 ? FileFacts(st) : nil
+    }
+
+    static func fstatFacts(_ fd: Int32) -> FileFacts? {
+        var st = stat()
+        return fstat(fd, &st) == 0 ? FileFacts(st) : nil
+    }
+
+    /// Creates `path` as a new file, never following or reusing what is there: throws
+    /// `.io` with EEXIST when the name is taken (by anything, a dangling link included).
+    static func createNew(_ path: String, access: Int32 = O_WRONLY, mode: mode_t = 0o600,
+                          operation: String = "create") throws -> Int32 {
+        let fd = open(path, access | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode)
+        guard fd >= 0 else { throw SluiceError.io(path: path, operation: operation, errno: errno) }
+        return fd
+    }
+
+    /// Opens the regular file at `path` without following a link there and without
+    /// blocking on a FIFO; nil when nothing is there. Anything but a regular file is
+    /// refused (exit 2) and left as it was.
+    static func openRegular(_ path: String, access: Int32, operation: String) throws -> Int32? {
+        let fd = open(path, access | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        guard fd >= 0 else {
+            let code = errno
+            if code == ENOENT { return nil }
+            // ELOOP: a link; ENXIO: a FIFO with no reader or a device; EISDIR: a directory.
+            if code == ELOOP || code == ENXIO || code == EISDIR || code == ENODEV {
+                let kind = lstatFacts(path)?.kind ?? .other
+                throw SluiceError.unsafePath(path: path, reason: kind.refusal)
+            }
+            throw SluiceError.io(path: path, operation: operation, errno: code)
+        }
+        guard let facts = fstatFacts(fd), facts.kind == .regular else {
+            let kind = fstatFacts(fd)?.kind ?? .other
+            close(fd)
+            throw SluiceError.unsafePath(path: path, reason: kind.refusal)
+        }
+        // Regular files ignore O_NONBLOCK, but clear it so later reads and writes are plain.
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)
+        return fd
+    }
+}
+
+/// Which file a name refers to, whatever the name: two names with the same identity
+/// are the same file (a hard link, a link, `./x` and `a/../x`).
+public struct FileIdentity: Hashable, Sendable, Codable {
+    public var device: UInt64
+    public var inode: UInt64
+
+    public init(device: UInt64, inode: UInt64) {
+        self.device = device
+        self.inode = inode
+    }
+}
+
+/// The kinds of file a name can hold, as far as Sluice cares.
+public enum FileKind: Sendable, Equatable {
+    case regular, directory, symlink, fifo, socket, characterDevice, blockDevice, other
+
+    init(mode: mode_t) {
+        switch mode & S_IFMT {
+        case S_IFREG: self = .regular
+        case S_IFDIR: self = .directory
+        case S_IFLNK: self = .symlink
+        case S_IFIFO: self = .fifo
+        case S_IFSOCK: self = .socket
+        case S_IFCHR: self = .characterDevice
+        case S_IFBLK: self = .blockDevice
+        default: self = .other
+        }
+    }
+
+    /// Why a file of this kind is not used, for a refusal message.
+    var refusal: String {
+        switch self {
+        case .symlink: return "it is a symbolic link, and sluice never follows a link at a name it writes; remove the link or choose another name"
+        case .directory: return "it is a directory; name a file"
+        case .fifo: return "it is a FIFO, not a regular file"
+        case .socket: return "it is a socket, not a regular file"
+        case .characterDevice, .blockDevice: return "it is a device, not a regular file"
+        case .regular, .other: return "it is not a regular file"
+        }
+    }
+}
+
+/// The facts about one file that Sluice's safety checks need.
+public struct FileFacts: Sendable, Equatable {
+    public var kind: FileKind
+    public var identity: FileIdentity
+    public var links: UInt64
+    public var size: UInt64
+
+    public init(kind: FileKind, identity: FileIdentity, links: UInt64 = 1, size: UInt64 = 0) {
+        self.kind = kind
+        self.identity = identity
+        self.links = links
+        self.size = size
+    }
+
+    init(_ st: stat) {
+        self.init(kind: FileKind(mode: st.st_mode),
+                  identity: FileIdentity(device: UInt64(st.st_dev), inode: UInt64(st.st_ino)),
+                  links: UInt64(st.st_nlink), size: UInt64(max(0, st.st_size)))
     }
 }
 

@@ -11,6 +11,9 @@ public enum SluiceError: Error, Sendable, Equatable {
     case usage(String)
     /// A checkpoint exists but cannot be trusted for this run (exit 2).
     case checkpointRefused(path: String, reason: String)
+    /// A name Sluice would read or write holds something it must not touch: a link, a
+    /// FIFO, a device, a file that is not a checkpoint, or another of the run's files (exit 2).
+    case unsafePath(path: String, reason: String)
     /// Another run holds the lock on the same output or checkpoint (exit 2); names the lock file.
     case locked(checkpoint: String)
     /// The transfer failed for good, or after all retries (exit 3).
@@ -30,7 +33,7 @@ public enum SluiceError: Error, Sendable, Equatable {
     /// The process exit status of the CLI contract (README, "Exit status").
     public var exitCode: Int32 {
         switch self {
-        case .spec, .usage, .checkpointRefused, .locked: return 2
+        case .spec, .usage, .checkpointRefused, .unsafePath, .locked: return 2
         case .transfer: return 3
         case .checksumMismatch: return 4
         case .corruptData: return 5
@@ -57,6 +60,8 @@ extension SluiceError: CustomStringConvertible {
         case .usage(let m): return "\(m) (see sluice --help)"
         case .checkpointRefused(let path, let reason):
             return "checkpoint \(path): \(reason); rerun with --restart to discard it and start over"
+        case .unsafePath(let path, let reason):
+            return "refusing to use \(path): \(reason)"
         case .locked(let checkpoint):
             return "another sluice run holds \(checkpoint) for the same output; wait for it to finish or stop it first"
         case .transfer(let url, let reason):

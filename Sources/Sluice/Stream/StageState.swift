@@ -10,15 +10,20 @@ public struct SourceState: Codable, Sendable, Equatable {
     public var etag: String?
     public var lastModified: String?
     public var totalLength: UInt64?
+    /// `fetch`: true when Last-Modified was a strong validator (at least a second older than
+    /// the response's Date, RFC 9110 §8.8.2.2), so it may go into If-Range. Absent: not known.
+    public var lastModifiedIsStrong: Bool?
 
     public init(kind: String, location: String, offset: UInt64 = 0,
-                etag: String? = nil, lastModified: String? = nil, totalLength: UInt64? = nil) {
+                etag: String? = nil, lastModified: String? = nil, totalLength: UInt64? = nil,
+                lastModifiedIsStrong: Bool? = nil) {
         self.kind = kind
         self.location = location
         self.offset = offset
         self.etag = etag
         self.lastModified = lastModified
         self.totalLength = totalLength
+        self.lastModifiedIsStrong = lastModifiedIsStrong
     }
 }
 

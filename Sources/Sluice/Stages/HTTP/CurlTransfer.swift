@@ -20,8 +20,8 @@ enum TransferInterruption {
     case sink(Error)
     /// The run was stopped (signal, cancel, another stage's failure).
     case stopped
-    /// No byte arrived for the stall timeout.
-    case stalled
+    /// A limit of the transfer itself (stall, speed, deadline, an overrunning body).
+    case tripped(TransferTrip)
 }
 
 /// What one perform did.
@@ -76,6 +76,20 @@ final class CurlTransfer {
         if let caCertificate = options.caCertificate {
             _ = sluice_setopt_string(handle, CURLOPT_CAINFO, caCertificate)
         }
+        if let caDirectory = options.caDirectory {
+            _ = sluice_setopt_string(handle, CURLOPT_CAPATH, caDirectory)
+        }
+        if let proxy = options.proxy {
+            _ = sluice_setopt_string(handle, CURLOPT_PROXY, proxy)
+        }
+        if let noProxy = options.noProxy {
+            _ = sluice_setopt_string(handle, CURLOPT_NOPROXY, noProxy)
+        }
+        if options.netrc || options.netrcFile != nil {
+            // Optional: credentials in the URL win over the file, as with curl --netrc-optional.
+            _ = sluice_setopt_long(handle, CURLOPT_NETRC, Int(CURL_NETRC_OPTIONAL.rawValue))
+            if let file = options.netrcFile { _ = sluice_setopt_string(handle, CURLOPT_NETRC_FILE, file) }
+        }
 
         // The callbacks reach their TransferContext through the userdata pointer set per perform.
         _ = sluice_setopt_data_callback(handle, CURLOPT_WRITEFUNCTION) { data, size, count, userdata in
@@ -99,9 +113,12 @@ final class CurlTransfer {
 
     /// Makes one request and streams the accepted body into `sink`. `decide` judges the final
     /// response's head before any body byte moves; anything but `.deliver` ends the request.
-    func perform(_ request: CurlRequest, into sink: ByteSink, control: RunControl, stallTimeout: Double,
-                 decide: @escaping (HTTPResponseHead) -> ResponseVerdict) -> CurlOutcome {
-        let context = TransferContext(sink: sink, control: control, stallTimeout: stallTimeout, decide: decide)
+    /// `offset`: the source offset the response's body starts at (after any skip), so the
+    /// verdict's `end` bounds what may be delivered.
+    func perform(_ request: CurlRequest, offset: UInt64, into sink: ByteSink, control: RunControl,
+                 limits: TransferLimits, decide: @escaping (HTTPResponseHead) -> ResponseVerdict) -> CurlOutcome {
+        let context = TransferContext(sink: sink, control: control, offset: offset, watch: TransferWatch(limits, now: Monotonic.seconds()),
+                                      decide: decide)
         var headers: UnsafeMutablePointer<curl_slist>?
         for line in request.headers { headers = curl_slist_append(headers, line) }
         defer {
@@ -136,23 +153,27 @@ final class CurlTransfer {
 private final class TransferContext {
     let sink: ByteSink
     let control: RunControl
-    let stallTimeout: Double
+    /// The source offset of the first body byte after the skip.
+    let offset: UInt64
     let decide: (HTTPResponseHead) -> ResponseVerdict
 
     private var head = HTTPResponseHead()
+    private var watch: TransferWatch
     private(set) var verdict: ResponseVerdict?
     private(set) var interruption: TransferInterruption?
     /// Body bytes still to drop (a 200 answering a range request).
     private(set) var skip: UInt64 = 0
+    /// Body bytes the verdict allows after the skip (nil: no end known). Bytes past it are
+    /// never delivered: a checkpoint must never record a byte the fetch then rejects.
+    private var room: UInt64?
     private(set) var delivered: UInt64 = 0
-    /// When a byte last arrived. Time spent blocked in `sink.write` does not count as a stall.
-    private var lastActivity = Monotonic.seconds()
 
-    init(sink: ByteSink, control: RunControl, stallTimeout: Double,
+    init(sink: ByteSink, control: RunControl, offset: UInt64, watch: TransferWatch,
          decide: @escaping (HTTPResponseHead) -> ResponseVerdict) {
         self.sink = sink
         self.control = control
-        self.stallTimeout = stallTimeout
+        self.offset = offset
+        self.watch = watch
         self.decide = decide
     }
 
@@ -163,12 +184,15 @@ private final class TransferContext {
     func decideNow() {
         let verdict = decide(head)
         self.verdict = verdict
-        if case .deliver(let skip, _, _) = verdict { self.skip = skip }
+        if case .deliver(let skip, _, let end) = verdict {
+            self.skip = skip
+            room = end.map { $0 > offset ? $0 - offset : 0 }
+        }
     }
 
     /// One header line. Returns false to abort: the response is not one whose body we want.
     func header(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        lastActivity = Monotonic.seconds()
+        watch.heardFrom(now: Monotonic.seconds())
         guard verdict == nil else { return true }  // trailers after a chunked body
         guard head.consume(String(decoding: bytes, as: UTF8.self)) == .complete else { return true }
         decideNow()
@@ -176,7 +200,7 @@ private final class TransferContext {
         return false
     }
 
-    /// A piece of the body. Returns false to abort (nothing wanted, stopped, or the sink threw).
+    /// A piece of the body. Returns false to abort (nothing wanted, stopped, too much, or the sink threw).
     func body(_ bytes: UnsafeRawBufferPointer) -> Bool {
         if verdict == nil { decideNow() }
         guard case .deliver? = verdict else { return false }
@@ -184,13 +208,20 @@ private final class TransferContext {
             interruption = .stopped
             return false
         }
+        watch.received(bytes.count, now: Monotonic.seconds())
         var rest = bytes
         if skip > 0 {
             let dropped = Int(min(skip, UInt64(rest.count)))
             skip -= UInt64(dropped)
             rest = UnsafeRawBufferPointer(rebasing: rest[dropped...])
         }
+        var overran = false
+        if let room, UInt64(rest.count) > room - delivered {
+            rest = UnsafeRawBufferPointer(rebasing: rest[..<Int(room - delivered)])
+            overran = true
+        }
         if !rest.isEmpty {
+            let started = Monotonic.seconds()
             do {
                 try sink.write(rest)
             } catch {
@@ -198,8 +229,13 @@ private final class TransferContext {
                 return false
             }
             delivered += UInt64(rest.count)
+            // Time spent blocked downstream is not the server's slowness.
+            watch.excuse(since: started, now: Monotonic.seconds())
         }
-        lastActivity = Monotonic.seconds()
+        if overran {
+            interruption = .tripped(.overran)
+            return false
+        }
         return true
     }
 
@@ -209,8 +245,8 @@ private final class TransferContext {
             interruption = .stopped
             return false
         }
-        if Monotonic.seconds() - lastActivity > stallTimeout {
-            interruption = .stalled
+        if let trip = watch.check(now: Monotonic.seconds()) {
+            interruption = .tripped(trip)
             return false
         }
         return true

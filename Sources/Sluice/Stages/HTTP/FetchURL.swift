@@ -13,6 +13,8 @@ struct FetchURL: Equatable {
     let authority: String
     /// host:port with the scheme's default port filled in: credentials stay within one origin.
     let origin: String
+    /// The query string without its `?`, nil when there is none.
+    let query: String?
 
     /// Parses an absolute URL; nil when libcurl rejects it.
     init?(_ text: String) {
@@ -47,6 +49,7 @@ struct FetchURL: Equatable {
         let port = explicitPort ?? Self.part(handle, CURLUPART_PORT, flags: UInt32(CURLU_DEFAULT_PORT)) ?? ""
         authority = explicitPort.map { "\(host):\($0)" } ?? host
         origin = "\(host):\(port)"
+        query = Self.part(handle, CURLUPART_QUERY)
     }
 
     private static func part(_ handle: OpaquePointer, _ what: CURLUPart, flags: UInt32 = 0) -> String? {

@@ -16,6 +16,8 @@ struct HTTPResponseHead {
     private(set) var reasonPhrase = ""
     /// Lowercased names; the first occurrence wins (validators must not be merged).
     private(set) var fields: [String: String] = [:]
+    /// Names of the fields that appeared more than once.
+    private(set) var repeated: Set<String> = []
 
     enum LineResult {
         /// More lines belong to this head (or a 1xx interim response just ended).
@@ -30,7 +32,7 @@ struct HTTPResponseHead {
         if line.hasPrefix("HTTP/") {
             self = HTTPResponseHead()
             let parts = line.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: true)
-            status = parts.count > 1 ? Int(parts[1]) : nil
+            status = parts.count > 1 ? HTTPNumber.parse(parts[1]).flatMap { $0 < 1000 ? Int($0) : nil } : nil
             reasonPhrase = parts.count > 2 ? String(parts[2]) : ""
             if status == nil { status = 0 }  // unparseable: never mistaken for file://
             return .needMore
@@ -42,7 +44,7 @@ struct HTTPResponseHead {
         guard let colon = line.firstIndex(of: ":") else { return .needMore }
         let name = line[..<colon].lowercased()
         let value = line[line.index(after: colon)...].strippingBlanks()
-        if fields[name] == nil { fields[name] = value }
+        if fields[name] == nil { fields[name] = value } else { repeated.insert(name) }
         return .needMore
     }
 
@@ -51,14 +53,27 @@ struct HTTPResponseHead {
     /// "404 Not Found": the code with the server's phrase, or a standard one (HTTP/2 has none).
     var statusText: String {
         guard let status else { return "(no status)" }
-        let phrase = reasonPhrase.isEmpty ? Self.standardPhrase(status) : reasonPhrase
+        let phrase = reasonPhrase.isEmpty ? Self.standardPhrase(status) : DisplayText.quoted(reasonPhrase, limit: 80)
         return phrase.isEmpty ? "\(status)" : "\(status) \(phrase)"
     }
 
     /// Body length; ignored when a Transfer-Encoding frames the body (RFC 9112 §6.3).
     var contentLength: UInt64? {
         guard fields["transfer-encoding"] == nil else { return nil }
-        return fields["content-length"].flatMap { UInt64($0) }
+        return fields["content-length"].flatMap(HTTPNumber.parse)
+    }
+
+    /// Why this head's framing cannot be trusted, or nil. A repeated or unparseable
+    /// Content-Length (RFC 9112 §6.3: the message must be discarded), or a repeated
+    /// Content-Range, leaves no single answer to which bytes the body holds.
+    var framingProblem: String? {
+        for name in ["content-length", "content-range"] where repeated.contains(name) {
+            return "sent \(name == "content-length" ? "Content-Length" : "Content-Range") more than once"
+        }
+        if fields["transfer-encoding"] == nil, let text = fields["content-length"], HTTPNumber.parse(text) == nil {
+            return "sent an invalid Content-Length '\(DisplayText.quoted(text))'"
+        }
+        return nil
     }
     var location: String? { fields["location"] }
     var contentRange: ContentRange? { fields["content-range"].flatMap(ContentRange.init) }
@@ -66,16 +81,37 @@ struct HTTPResponseHead {
     /// The validators this response carries; `totalLength` is the caller's to fill in,
     /// since where it comes from depends on the status.
     var validators: FetchValidators {
-        FetchValidators(etag: fields["etag"], lastModified: fields["last-modified"])
+        FetchValidators(etag: fields["etag"], lastModified: fields["last-modified"],
+                        lastModifiedIsStrong: lastModifiedIsStrong)
+    }
+
+    /// RFC 9110 §8.8.2.2: a Last-Modified at least one second older than the response's Date
+    /// is strong (the file cannot have changed twice within that second unnoticed).
+    var lastModifiedIsStrong: Bool {
+        guard let modified = fields["last-modified"].flatMap(Self.seconds), let date = fields["date"].flatMap(Self.seconds)
+        else { return false }
+        let (age, overflow) = date.subtractingReportingOverflow(modified)
+        return !overflow && age >= 1
+    }
+
+    /// An HTTP date as seconds since the epoch (parsed by libcurl), nil when unreadable.
+    private static func seconds(_ text: String) -> Int? {
+        guard text.utf8.count <= 64 else { return nil }
+        let value = text.withCString { curl_getdate($0, nil) }
+        return value >= 0 ? Int(value) : nil
     }
 
     /// `Retry-After` as seconds from now: delta-seconds or an HTTP date (parsed by libcurl).
     var retryAfter: Double? {
-        guard let value = fields["retry-after"] else { return nil }
-        if let seconds = UInt64(value) { return Double(seconds) }
+        guard let value = fields["retry-after"], value.utf8.count <= 64 else { return nil }
+        if value.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) {
+            // Too many digits for any number is still "a very long time": the caller caps it.
+            return HTTPNumber.parse(value).map { Double($0) } ?? Double(HTTPNumber.maximum)
+        }
         let date = value.withCString { curl_getdate($0, nil) }
         guard date >= 0 else { return nil }
-        return max(0, Double(date - time(nil)))
+        let (delta, overflow) = date.subtractingReportingOverflow(time(nil))
+        return overflow ? nil : max(0, Double(delta))
     }
 
     private static func standardPhrase(_ status: Int) -> String {
@@ -127,7 +163,7 @@ struct ContentRange: Equatable {
         if totalText == "*" {
             total = nil
         } else {
-            guard let parsed = UInt64(totalText) else { return nil }
+            guard let parsed = HTTPNumber.parse(totalText) else { return nil }
             total = parsed
         }
         if range == "*" {
@@ -136,10 +172,31 @@ struct ContentRange: Equatable {
             return
         }
         let bounds = range.split(separator: "-", omittingEmptySubsequences: false)
-        guard bounds.count == 2, let first = UInt64(bounds[0]), let last = UInt64(bounds[1]), first <= last
+        guard bounds.count == 2, let first = HTTPNumber.parse(bounds[0]), let last = HTTPNumber.parse(bounds[1]),
+              first <= last
         else { return nil }
         if let total, last >= total { return nil }
         kind = .bytes(first: first, last: last)
+    }
+}
+
+/// A decimal number taken from a response: ASCII digits only (no sign, no blanks, no
+/// list), and at most `maximum`, the largest offset libcurl (curl_off_t) and the file
+/// system take. Anything else is nil, so every sum of two such numbers fits a UInt64.
+enum HTTPNumber {
+    static let maximum = UInt64(Int64.max)
+
+    static func parse<S: StringProtocol>(_ text: S) -> UInt64? {
+        guard !text.isEmpty else { return nil }
+        var value: UInt64 = 0
+        for byte in text.utf8 {
+            guard byte >= 0x30 && byte <= 0x39 else { return nil }
+            let (times, o1) = value.multipliedReportingOverflow(by: 10)
+            let (sum, o2) = times.addingReportingOverflow(UInt64(byte - 0x30))
+            guard !o1, !o2 else { return nil }
+            value = sum
+        }
+        return value <= maximum ? value : nil
     }
 }
 

@@ -13,16 +13,17 @@ struct RedirectPolicy {
     func follow(_ location: String, from current: FetchURL, hops: Int) throws(FetchFailure) -> FetchURL {
         guard hops <= Self.maxRedirects else {
             throw .permanent("too many redirects (more than \(Self.maxRedirects)); the last one, from"
-                             + " \(current.text), pointed to \(location)")
+                             + " \(DisplayText.url(current.text)), pointed to \(DisplayText.url(DisplayText.quoted(location)))")
         }
+        let server = DisplayText.escaped(current.authority)
         guard let next = current.resolving(location) else {
-            throw .permanent("\(current.authority) redirected to '\(location)', which is not a valid URL")
+            throw .permanent("\(server) redirected to '\(DisplayText.url(DisplayText.quoted(location)))', which is not a valid URL")
         }
         guard next.scheme == "http" || next.scheme == "https" else {
-            throw .permanent("\(current.authority) redirected to \(next.text); only http and https redirects are followed")
+            throw .permanent("\(server) redirected to \(DisplayText.url(next.text)); only http and https redirects are followed")
         }
         if current.scheme == "https" && next.scheme == "http" {
-            throw .permanent("refusing the redirect from \(current.text) to insecure \(next.text)")
+            throw .permanent("refusing the redirect from \(DisplayText.url(current.text)) to insecure \(DisplayText.url(next.text))")
         }
         return next
     }

@@ -1,7 +1,8 @@
 /// What one response means for a transfer that must continue at `offset`.
-enum ResponseVerdict {
+enum ResponseVerdict: Equatable {
     /// Pass the body on after dropping its first `skip` bytes. `seen`: the response's
-    /// validators; `end`: the source offset where this body should end, when known.
+    /// validators; `end`: the source offset where this body must end, when known (bytes
+    /// past it are never delivered).
     case deliver(skip: UInt64, seen: FetchValidators, end: UInt64?)
     /// Ask again at this `Location` (not yet resolved).
     case redirect(String)
@@ -20,40 +21,51 @@ struct ResumeJudge {
     let known: FetchValidators?
     /// host[:port] of the server that answered, for messages.
     let server: String
+    /// The response must prove it is the known entity (`FetchValidators.proves`), not merely
+    /// not contradict it: a resumed URL whose query may have changed.
+    var requireProof = false
 
     func judge(_ head: HTTPResponseHead) -> ResponseVerdict {
         guard let status = head.status else { return judgeFile(head) }
+        let server = DisplayText.escaped(self.server)
         let from = "HTTP \(head.statusText) from \(server)"
+        if let problem = head.framingProblem { return .failed(.malformed("\(from) \(problem)")) }
         switch status {
         case 200:
             var seen = head.validators
             seen.totalLength = head.contentLength
-            if offset == 0 { return .deliver(skip: 0, seen: seen, end: seen.totalLength) }
+            // A body longer than the length already known is cut there (and refused).
+            let end = seen.totalLength ?? known?.totalLength
+            if offset == 0 { return .deliver(skip: 0, seen: seen, end: end) }
             // The server ignored the Range (or If-Range found a different version).
             if let reason = known?.contradiction(by: seen) { return .failed(.changed(reason)) }
+            if let refusal = unproven(seen) { return refusal }
             guard known?.isConfirmed(by: seen) == true else {
                 return .failed(.changed("\(server) ignored the range request, and sent no ETag or Last-Modified"
                                         + " that proves the content unchanged"))
             }
-            return .deliver(skip: offset, seen: seen, end: seen.totalLength)
+            return .deliver(skip: offset, seen: seen, end: end)
         case 206:
             guard let range = head.contentRange, case .bytes(let first, let last) = range.kind else {
-                let field = head["content-range"].map { "Content-Range '\($0)'" } ?? "no Content-Range"
-                return .failed(.permanent("\(from) with \(field); cannot tell which bytes it holds"))
+                let field = head["content-range"].map { "Content-Range '\(DisplayText.quoted($0))'" } ?? "no Content-Range"
+                return .failed(.malformed("\(from) with \(field); cannot tell which bytes it holds"))
             }
             guard first == offset else {
-                return .failed(.permanent("\(from) with Content-Range '\(range.text)' for a request"
+                return .failed(.malformed("\(from) with Content-Range '\(DisplayText.quoted(range.text))' for a request"
                                           + " starting at byte \(offset); refusing to splice it in"))
             }
             // A body that does not fit its own range cannot be trusted to hold those bytes.
             if last < first || (range.total.map { last >= $0 } ?? false)
                 || (head.contentLength.map { $0 != last - first + 1 } ?? false) {
                 let length = head.contentLength.map { "Content-Length \($0)" } ?? "no Content-Length"
-                return .failed(.permanent("\(from) with Content-Range '\(range.text)' and \(length), which do not agree"))
+                return .failed(.malformed("\(from) with Content-Range '\(DisplayText.quoted(range.text))' and \(length),"
+                                          + " which do not agree"))
             }
             var seen = head.validators
             seen.totalLength = range.total
             if let reason = known?.contradiction(by: seen) { return .failed(.changed(reason)) }
+            if let refusal = unproven(seen) { return refusal }
+            // ContentRange bounds `last` below 2^63, so this cannot overflow.
             return .deliver(skip: 0, seen: seen, end: last + 1)
         case 416:
             guard offset > 0 else { return .failed(.permanent("\(from) to a request without a Range")) }
@@ -75,6 +87,12 @@ struct ResumeJudge {
         }
     }
 
+    private func unproven(_ seen: FetchValidators) -> ResponseVerdict? {
+        guard requireProof, known?.proves(seen) != true else { return nil }
+        return .failed(.changed("the URL's query changed since the checkpoint, and \(DisplayText.escaped(server)) sent"
+                                + " no strong ETag, nor the same Last-Modified and length, to prove it is the same content"))
+    }
+
     /// file://: libcurl resumes by itself (CURLOPT_RESUME_FROM_LARGE) and reports the file's
     /// full size and modification time as header fields.
     private func judgeFile(_ head: HTTPResponseHead) -> ResponseVerdict {
@@ -84,6 +102,6 @@ struct ResumeJudge {
         if let total = seen.totalLength, total < offset {
             return .failed(.changed("it is now \(total) bytes, shorter than the resume offset \(offset)"))
         }
-        return .deliver(skip: 0, seen: seen, end: seen.totalLength)
+        return .deliver(skip: 0, seen: seen, end: seen.totalLength ?? known?.totalLength)
     }
 }

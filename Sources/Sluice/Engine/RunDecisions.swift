@@ -1,0 +1,110 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The decisions `Pipeline.run` makes around its attempts, as pure functions of the facts
+/// (table-tested in RunDecisionTests); `Pipeline.runLocked` only gathers the facts and
+/// acts on the answers.
+
+/// How a run begins, from `--restart` and what the checkpoint path holds.
+enum RunStart: Equatable {
+    /// From zero, nothing to clean up.
+    case fresh
+    case resume(Checkpoint)
+    /// `--restart`: remove the checkpoint and the partial output first, and cut a stdout
+    /// file back to where the abandoned run began (when that is recorded).
+    case discardThenFresh(undoStdout: StdoutSinkState?)
+    /// Exit 2, nothing touched.
+    case refuse(SluiceError)
+
+    /// - Parameter mismatch: why a valid checkpoint does not belong to this pipeline, or nil.
+    static func decide(restart: Bool, stored: StoredCheckpoint, mismatch: (Checkpoint) -> SluiceError?) -> RunStart {
+        switch (restart, stored) {
+        case (_, .foreign(let path)):
+            // Not ours: never used, and --restart does not remove it either.
+            return .refuse(CheckpointStore.notACheckpoint(path))
+        case (true, .valid(let checkpoint)):
+            return .discardThenFresh(undoStdout: checkpoint.stages.last?.as(StdoutSinkState.self))
+        case (true, .none), (true, .damaged):
+            return .discardThenFresh(undoStdout: nil)
+        case (false, .none):
+            return .fresh
+        case (false, .damaged(let error)):
+            return .refuse(error)
+        case (false, .valid(let checkpoint)):
+            if let error = mismatch(checkpoint) { return .refuse(error) }
+            return .resume(checkpoint)
+        }
+    }
+}
+
+/// How one attempt (from the checkpoint, or from zero) ended.
+enum AttemptOutcome: Equatable {
+    case finished(sourceBytes: UInt64)
+    /// The source is no longer what the checkpoint (or the attempt's start) recorded.
+    case sourceChanged(location: String, reason: String)
+    /// The partial file is shorter than the checkpoint says is durable.
+    case partialTooShort(path: String, expected: UInt64)
+    /// The partial output is not what the checkpoint describes (untar: the file being written changed).
+    case partialChanged(path: String, reason: String)
+    /// Any other failure; `sourceOffset` is where the source stood when it happened.
+    case failed(SluiceError, sourceOffset: UInt64)
+}
+
+/// What to do after an attempt.
+enum AfterAttempt: Equatable {
+    case finished(sourceBytes: UInt64)
+    /// Remove the checkpoint and the partial output, notify, and run again from zero.
+    case startOver(reason: String)
+    /// Stop with `error`; `discard` removes the checkpoint and the partial output first.
+    case fail(SluiceError, discard: Bool)
+
+    struct Facts: Equatable {
+        /// The sink can take back what it wrote (a file sink can; stdout cannot).
+        var sinkCanStartOver: Bool
+        /// This attempt is already a start over.
+        var startedOver: Bool
+        /// This attempt began from a checkpoint.
+        var resumed: Bool
+        /// A checkpoint is on disk after the attempt.
+        var checkpointKept: Bool
+    }
+
+    static func decide(_ outcome: AttemptOutcome, _ facts: Facts) -> AfterAttempt {
+        switch outcome {
+        case .finished(let bytes):
+            return .finished(sourceBytes: bytes)
+        case .sourceChanged(let location, let reason):
+            guard facts.sinkCanStartOver else {
+                return .fail(.remoteChanged(url: location, reason: reason), discard: false)
+            }
+            guard !facts.startedOver else {
+                return .fail(.transfer(url: location, reason: "it changed again while starting over (\(reason))"), discard: false)
+            }
+            let since = facts.resumed ? "since the checkpoint" : "during the transfer"
+            return .startOver(reason: "\(location) changed \(since) (\(reason)); starting over from zero")
+        case .partialTooShort(let path, let expected):
+            guard !facts.startedOver else { return .fail(.io(path: path, operation: "resume", errno: EIO), discard: false) }
+            return .startOver(reason: "\(path) is shorter than the \(expected) bytes the checkpoint records; starting over from zero")
+        case .partialChanged(let path, let reason):
+            guard !facts.startedOver else { return .fail(.io(path: path, operation: "resume", errno: EIO), discard: false) }
+            return .startOver(reason: "\(path): \(reason); starting over from zero")
+        case .failed(let error, let offset):
+            // Proven wrong output goes; so does output no checkpoint can ever resume, and a
+            // run that failed for good before its first byte leaves nothing behind. A refusal
+            // touches nothing; an interruption keeps its checkpoint.
+            let refused = error.exitCode == 2
+            let nothingArrived = offset == 0 && !refused && error != .cancelled
+            return .fail(error, discard: !refused && (error.discardsPartialOutput || !facts.checkpointKept || nothingArrived))
+        }
+    }
+}
+
+/// Whether a run removes a lock file as it lets go of the lock.
+enum LockFileCleanup {
+    /// Every run removes its lock files (nothing is left on disk), except that a run refused
+    /// with exit 2 changes nothing: it leaves a lock file it found there, e.g. after a crash.
+    static func removes(failure: SluiceError?, createdByThisRun: Bool) -> Bool {
+        failure?.exitCode != 2 || createdByThisRun
+    }
+}

@@ -1,0 +1,151 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Every name a run reads or writes, checked before anything is touched: what may stand
+/// at the checkpoint's names and the locks (a regular file or nothing: never a link, FIFO,
+/// device or directory — the sink's `OutputTarget.preflight` judges its own names), and
+/// that no two of them are the same file under different names (`--checkpoint out`,
+/// `./out.sluice-part`, a hard link, a linked directory, `stdout >> checkpoint`).
+/// Refusals are exit 2 and leave everything as it was.
+struct RunPaths {
+    /// What a name is to the run.
+    enum Role: Equatable, CaseIterable {
+        case output, partial, outputLock, checkpoint, checkpointTemporary, checkpointLock, input, stdout
+
+        var title: String {
+            switch self {
+            case .output: return "the output"
+            case .partial: return "the partial output"
+            case .outputLock, .checkpointLock: return "a lock file"
+            case .checkpoint: return "the checkpoint"
+            case .checkpointTemporary: return "the checkpoint's temporary file"
+            case .input: return "the input"
+            case .stdout: return "stdout"
+            }
+        }
+
+        var isLock: Bool { self == .outputLock || self == .checkpointLock }
+    }
+
+    struct Name: Equatable {
+        var role: Role
+        var path: String
+    }
+
+    /// How the check sees the file system; the real one by default, a table in tests.
+    struct Probe: Sendable {
+        /// The name itself (a link is reported as a link).
+        var lstat: @Sendable (String) -> FileFacts?
+        /// What the name leads to after following links.
+        var stat: @Sendable (String) -> FileFacts?
+        /// The name with its directory resolved (links, `.`, `..`), for comparing names of
+        /// files that do not exist yet.
+        var canonical: @Sendable (String) -> String
+
+        static let live = Probe(lstat: { POSIX.lstatFacts($0) }, stat: { POSIX.statFacts($0) },
+                                canonical: { RunPaths.canonicalName($0) })
+    }
+
+    let names: [Name]
+    /// stdout, when the sink is `stdout` and it is a regular file.
+    let stdout: FileFacts?
+
+    init(output: OutputTarget?, checkpoint: String?, input: String?, stdout: FileFacts?) {
+        var names: [Name] = []
+        if let output {
+            names.append(Name(role: .output, path: output.path))
+            names.append(Name(role: .partial, path: output.partialPath))
+            names.append(Name(role: .outputLock, path: output.lockPath))
+        }
+        if let checkpoint {
+            names.append(Name(role: .checkpoint, path: checkpoint))
+            names.append(Name(role: .checkpointTemporary, path: CheckpointStore.temporaryPath(for: checkpoint)))
+            names.append(Name(role: .checkpointLock, path: checkpoint + ".lock"))
+        }
+        if let input { names.append(Name(role: .input, path: input)) }
+        self.names = names
+        self.stdout = stdout
+    }
+
+    /// The first reason to refuse the run, or nil.
+    func problem(probe: Probe = .live) -> SluiceError? {
+        for name in names {
+            if let refusal = Self.kindProblem(name, probe: probe) { return refusal }
+        }
+        // Two roles, one file: compare resolved names (for files still to be created) and
+        // device+inode (for files that exist, whatever they are called).
+        var seen: [(name: Name, canonical: String, identity: FileIdentity?)] = []
+        for name in names {
+            let canonical = probe.canonical(name.path)
+            let identity = probe.stat(name.path)?.identity
+            for earlier in seen where Self.mayNotShare(earlier.name.role, name.role) {
+                if earlier.canonical == canonical || (identity != nil && earlier.identity == identity) {
+                    return Self.aliasRefusal(name, isAlso: earlier.name)
+                }
+            }
+            seen.append((name, canonical, identity))
+        }
+        if let stdout, stdout.kind == .regular {
+            for entry in seen where entry.name.role != .output && entry.identity == stdout.identity {
+                return .unsafePath(path: "stdout", reason: "it is \(entry.name.role.title) (\(entry.name.path)) too")
+            }
+        }
+        return nil
+    }
+
+    /// What may stand at one name before the run.
+    static func kindProblem(_ name: Name, probe: Probe) -> SluiceError? {
+        switch name.role {
+        case .input, .stdout, .output, .partial:
+            return nil  // the source and the sink judge their own names
+        case .outputLock, .checkpoint, .checkpointTemporary, .checkpointLock:
+            return writtenFileProblem(name.path, probe: probe)
+        }
+    }
+
+    /// A name sluice creates or replaces: a regular file or nothing may stand there.
+    static func writtenFileProblem(_ path: String, probe: Probe = .live) -> SluiceError? {
+        guard let here = probe.lstat(path), here.kind != .regular else { return nil }
+        return .unsafePath(path: path, reason: here.kind.refusal)
+    }
+
+    /// A file output: a link there is replaced, not followed, by the final rename — unless
+    /// it leads to something that is not a file, which is refused like the thing itself.
+    static func fileOutputProblem(_ path: String, probe: Probe = .live) -> SluiceError? {
+        guard let here = probe.lstat(path) else { return nil }
+        let target = here.kind == .symlink ? probe.stat(path) : here
+        guard let target, target.kind != .regular else { return nil }
+        return .unsafePath(path: path, reason: target.kind.refusal)
+    }
+
+    /// Every pair of roles must be different files, except the output lock and the
+    /// checkpoint's lock (the default checkpoint shares it) and reading the file the
+    /// output replaces (it is read before the final rename).
+    static func mayNotShare(_ a: Role, _ b: Role) -> Bool {
+        if a == b { return false }
+        if a.isLock && b.isLock { return false }
+        if Set([a, b]) == [.input, .output] { return false }
+        return true
+    }
+
+    private static func aliasRefusal(_ name: Name, isAlso other: Name) -> SluiceError {
+        let same = name.path == other.path ? "" : " (\(other.path))"
+        return .unsafePath(path: name.path, reason: "as \(name.role.title) it would be the same file as \(other.role.title)\(same)")
+    }
+
+    /// `path` with its directory resolved, so `./x`, `a/../x` and `linkdir/x` compare
+    /// equal to `x`; names whose directory does not resolve are compared as written.
+    static func canonicalName(_ path: String) -> String {
+        let last = path.lastIndex(of: "/").map { path[path.index(after: $0)...] } ?? path[...]
+        if last.isEmpty || last == "." || last == ".." { return resolved(path) ?? path }
+        guard let base = resolved(POSIX.parentDirectory(of: path)) else { return path }
+        return (base == "/" ? "" : base) + "/" + last
+    }
+
+    private static func resolved(_ path: String) -> String? {
+        guard let pointer = realpath(path, nil) else { return nil }
+        defer { free(pointer) }
+        return String(cString: pointer)
+    }
+}

@@ -1,0 +1,76 @@
+import Foundation
+import XCTest
+@testable import Sluice
+
+/// Drives one `HTTPSource` in-process into a collecting sink, recording its progress events:
+/// what the fetch unit tests inspect after a run.
+struct FetchRun {
+    let source: HTTPSource
+    let sink: Collector
+    let events: FetchEventLog
+    let error: Error?
+
+    var bytes: [UInt8] { sink.bytes }
+
+    /// Fast retries for tests: 10 ms backoff, a 10 s stall timeout.
+    static func options() -> HTTPOptions {
+        var options = HTTPOptions()
+        options.backoffBase = 0.01
+        options.stallTimeout = 10
+        return options
+    }
+
+    /// Runs a fresh source into a collector; `onWrite` sees the running total after each write.
+    static func run(_ url: String, options: HTTPOptions = FetchRun.options(), resumeFrom: SourceState? = nil,
+                    onWrite: ((Int) throws -> Void)? = nil) throws -> FetchRun {
+        let log = FetchEventLog()
+        let control = RunControl(progress: ProgressReporter(handler: { log.append($0) }))
+        let source = try HTTPSource(url: url, options: options, resumeFrom: resumeFrom, control: control)
+        let sink = Collector(onWrite: onWrite)
+        var caught: Error?
+        do { try source.run(into: sink) } catch { caught = error }
+        return FetchRun(source: source, sink: sink, events: log, error: caught)
+    }
+}
+
+/// Keeps every byte written; `onWrite` runs after each write with the running total.
+final class Collector: ByteSink {
+    private(set) var bytes: [UInt8] = []
+    private let onWrite: ((Int) throws -> Void)?
+
+    init(onWrite: ((Int) throws -> Void)? = nil) { self.onWrite = onWrite }
+
+    func write(_ buffer: UnsafeRawBufferPointer) throws {
+        bytes.append(contentsOf: buffer)
+        try onWrite?(bytes.count)
+    }
+
+    func barrier(_ cut: Cut) throws { cut.seal(makeDurable: nil) }
+    func finish() throws { XCTFail("a source never finishes its sink") }
+}
+
+/// Progress events, as the source's thread emits them.
+final class FetchEventLog: @unchecked Sendable {
+    private let lock = NSLock()
+    private var events: [ProgressEvent] = []
+    private var retryHook: (@Sendable () -> Void)?
+
+    var onRetry: (@Sendable () -> Void)? {
+        get { lock.withLock { retryHook } }
+        set { lock.withLock { retryHook = newValue } }
+    }
+
+    func append(_ event: ProgressEvent) {
+        lock.withLock { events.append(event) }
+        if case .retry = event { onRetry?() }
+    }
+
+    var retries: [(attempt: Int, delay: Double, reason: String)] {
+        lock.withLock {
+            events.compactMap {
+                if case .retry(let attempt, let delay, let reason) = $0 { return (attempt, delay, reason) }
+                return nil
+            }
+        }
+    }
+}

@@ -1,0 +1,125 @@
+import Foundation
+import XCTest
+#if canImport(Glibc)
+import Glibc
+#endif
+@testable import Sluice
+@testable import SluiceTestSupport
+
+/// `RunPaths`: what may stand at each name, and which names may not be one file — by
+/// table over a fake file system, and `canonicalName` on a real one.
+final class RunPathsTests: XCTestCase {
+    private static func facts(_ kind: FileKind, inode: UInt64) -> FileFacts {
+        FileFacts(kind: kind, identity: FileIdentity(device: 1, inode: inode))
+    }
+
+    /// A fake file system: `names` maps a path to what `lstat` sees; `targets` to what a
+    /// link there leads to.
+    private static func probe(_ names: [String: FileFacts], targets: [String: FileFacts] = [:]) -> RunPaths.Probe {
+        RunPaths.Probe(lstat: { names[$0] },
+                       stat: { path in names[path]?.kind == .symlink ? targets[path] : names[path] },
+                       canonical: { $0.hasPrefix("./") ? String($0.dropFirst(2)) : $0 })
+    }
+
+    private static func target(_ path: String?) -> OutputTarget? { path.map { FileSink.output(path: $0) } }
+
+    func testWhatMayStandAtAFileOutput() {
+        let rows: [(facts: FileFacts, target: FileFacts?, refused: Bool, line: UInt)] = [
+            (Self.facts(.regular, inode: 50), nil, false, #line),
+            (Self.facts(.fifo, inode: 1), nil, true, #line),
+            (Self.facts(.characterDevice, inode: 1), nil, true, #line),
+            (Self.facts(.blockDevice, inode: 1), nil, true, #line),
+            (Self.facts(.socket, inode: 1), nil, true, #line),
+            (Self.facts(.directory, inode: 1), nil, true, #line),
+            // A link at the output is replaced by the final rename, unless it leads to a non-file.
+            (Self.facts(.symlink, inode: 1), Self.facts(.regular, inode: 50), false, #line),
+            (Self.facts(.symlink, inode: 1), nil, false, #line),
+            (Self.facts(.symlink, inode: 1), Self.facts(.fifo, inode: 2), true, #line),
+            (Self.facts(.symlink, inode: 1), Self.facts(.directory, inode: 2), true, #line),
+        ]
+        for row in rows {
+            let probe = Self.probe(["out": row.facts], targets: row.target.map { ["out": $0] } ?? [:])
+            let problem = RunPaths.fileOutputProblem("out", probe: probe)
+            XCTAssertEqual(problem != nil, row.refused, "\(row.facts.kind): \(problem.map { "\($0)" } ?? "accepted")", line: row.line)
+            if let problem { XCTAssertEqual(problem.exitCode, 2, line: row.line) }
+        }
+    }
+
+    /// Names sluice writes (the partial file, the checkpoint, its temporary file, the locks):
+    /// a regular file or nothing, never a link even to a regular file.
+    func testWhatMayStandAtANameSluiceWrites() {
+        let regular = Self.facts(.regular, inode: 50)
+        let hostile: [FileFacts] = [Self.facts(.symlink, inode: 1), Self.facts(.fifo, inode: 1), Self.facts(.directory, inode: 1),
+                                    Self.facts(.characterDevice, inode: 1), Self.facts(.socket, inode: 1)]
+        for name in ["out.sluice.lock", "c", "c.tmp", "c.lock"] {
+            let paths = RunPaths(output: Self.target("out"), checkpoint: "c", input: "in", stdout: nil)
+            XCTAssertNil(paths.problem(probe: Self.probe([name: regular])), name)
+            XCTAssertNil(paths.problem(probe: Self.probe([:])), name)
+            for facts in hostile {
+                let problem = paths.problem(probe: Self.probe([name: facts], targets: [name: regular]))
+                XCTAssertEqual(problem?.exitCode, 2, "\(name) as \(facts.kind) was accepted")
+            }
+        }
+        for facts in hostile {
+            XCTAssertNotNil(RunPaths.writtenFileProblem("out.sluice-part", probe: Self.probe(["out.sluice-part": facts], targets: ["out.sluice-part": regular])))
+        }
+        XCTAssertNil(RunPaths.writtenFileProblem("out.sluice-part", probe: Self.probe(["out.sluice-part": regular])))
+        // The input is the source's business.
+        let paths = RunPaths(output: Self.target("out"), checkpoint: "c", input: "in", stdout: nil)
+        XCTAssertNil(paths.problem(probe: Self.probe(["in": Self.facts(.fifo, inode: 1)])))
+    }
+
+    func testNoTwoRolesMayBeOneFile() {
+        let rows: [(output: String?, checkpoint: String?, input: String?, files: [String: FileFacts], refused: Bool, line: UInt)] = [
+            ("out", "out.sluice", "in", [:], false, #line),          // the default: shares the lock only
+            ("out", "elsewhere/c", "in", [:], false, #line),
+            ("out", "out", "in", [:], true, #line),
+            ("out", "./out", "in", [:], true, #line),
+            ("out", "out.sluice-part", "in", [:], true, #line),
+            ("out", "out.sluice.lock", "in", [:], true, #line),
+            ("c.tmp", "c", "in", [:], true, #line),                  // the checkpoint's temporary file is the output
+            ("c.lock", "c", "in", [:], true, #line),
+            ("out", "in", "in", [:], true, #line),                   // the checkpoint would overwrite the input
+            ("out", "c", "out.sluice-part", [:], true, #line),       // reading the file the run truncates
+            ("out", "c", "out", [:], false, #line),                  // reading the file the output replaces
+            // Different names, one file (a hard link): device and inode decide.
+            ("out", "hard", "in", ["out": Self.facts(.regular, inode: 7), "hard": Self.facts(.regular, inode: 7)], true, #line),
+            ("out", "c", "in", ["in": Self.facts(.regular, inode: 7), "c": Self.facts(.regular, inode: 7)], true, #line),
+            ("out", "c", "in", ["out": Self.facts(.regular, inode: 7), "c": Self.facts(.regular, inode: 8)], false, #line),
+        ]
+        for row in rows {
+            let paths = RunPaths(output: Self.target(row.output), checkpoint: row.checkpoint, input: row.input, stdout: nil)
+            let problem = paths.problem(probe: Self.probe(row.files))
+            XCTAssertEqual(problem != nil, row.refused, "\(row): \(problem.map { "\($0)" } ?? "accepted")", line: row.line)
+        }
+    }
+
+    func testStdoutMayNotBeTheCheckpointOrTheInput() {
+        let stdout = Self.facts(.regular, inode: 9)
+        let rows: [(files: [String: FileFacts], refused: Bool, line: UInt)] = [
+            ([:], false, #line),
+            (["c": Self.facts(.regular, inode: 9)], true, #line),
+            (["in": Self.facts(.regular, inode: 9)], true, #line),
+            (["c": Self.facts(.regular, inode: 3)], false, #line),
+        ]
+        for row in rows {
+            let paths = RunPaths(output: nil, checkpoint: "c", input: "in", stdout: stdout)
+            XCTAssertEqual(paths.problem(probe: Self.probe(row.files)) != nil, row.refused, line: row.line)
+        }
+    }
+
+    func testCanonicalNamesResolveDotsAndLinkedDirectories() throws {
+        let dir = try makeTemporaryDirectory(self)
+        let resolved = try XCTUnwrap(realpath(dir, nil))
+        let real = String(cString: resolved)
+        free(resolved)
+        try FileManager.default.createDirectory(atPath: dir + "/sub", withIntermediateDirectories: false)
+        try HostileFile.symlink(at: dir + "/link", to: "sub")
+        let expected = real + "/sub/x"
+        for name in ["\(dir)/sub/x", "\(dir)/sub/./x", "\(dir)/link/x", "\(dir)/sub/../sub/x", "\(dir)//sub/x"] {
+            XCTAssertEqual(RunPaths.canonicalName(name), expected, name)
+        }
+        XCTAssertEqual(RunPaths.canonicalName("/x"), "/x")
+        XCTAssertEqual(RunPaths.canonicalName("\(dir)/missing/x"), "\(dir)/missing/x", "an unresolvable directory is compared as written")
+    }
+}
