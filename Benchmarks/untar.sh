@@ -119,6 +119,7 @@ for ((run = 1; run <= RUNS; run++)); do
             ((n + 1 == MEMBERS)) || { echo "[untar] $name: $n entries, the archive has $MEMBERS" >&2; exit 1; }
         fi
         read -r secs rss < "$WORK/time"
+        echo "[untar] run $run $name: $secs s, peak RSS $rss KiB" >&2
         TIMES[$name]+="$secs "; RSS[$name]+="$rss "
     done
 done

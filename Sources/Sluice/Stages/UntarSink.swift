@@ -86,12 +86,8 @@ public final class UntarSink: TerminalSink, TarEventHandler {
         }
         extractor = SafeExtractor(root: root, rootPath: partialPath)
         if let saved = state?.current {
-            do {
-                current = try reopen(saved)
-            } catch {
-                close(root)
-                throw error
-            }
+            // Every property is set: if this throws, deinit closes the root.
+            current = try reopen(saved)
             notices.append("untar continues \(TarName.display(saved.path.bytes)) at byte \(saved.written)")
         }
     }
@@ -239,6 +235,7 @@ public final class UntarSink: TerminalSink, TarEventHandler {
             }
             directories.append(metadata)
         case .symlink:
+            guard !path.components.isEmpty else { throw PathRefusal("would replace the destination directory itself") }
             try MemberPath.checkSymlinkTarget(entry.linkTarget, linkDirectoryDepth: path.components.count - 1)
             try extractor.makeSymlink(path, target: entry.linkTarget, mtime: entry.mtime)
         case .hardLink:

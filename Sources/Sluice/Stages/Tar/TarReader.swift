@@ -430,8 +430,7 @@ struct TarHeader {
         guard stored == unsigned || stored == signed else {
             throw TarError.corrupt(offset: offset, reason: "header checksum mismatch (stored \(stored), computed \(unsigned))")
         }
-        let magic = Array(field(257, 8))
-        let isPOSIX = magic.starts(with: Array("ustar\0".utf8))
+        let isPOSIX = field(257, 6).elementsEqual("ustar\0".utf8)
         var name = TarName.cString(field(0, 100))
         if isPOSIX {
             let prefix = TarName.cString(field(345, 155))
