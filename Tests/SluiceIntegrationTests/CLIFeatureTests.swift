@@ -107,6 +107,7 @@ final class CLIFeatureTests: XCTestCase {
             XCTAssertEqual(status1, 130)
             let events1 = progressEvents(lines1)
             XCTAssertEqual(events1.first?["event"] as? String, "start")
+            XCTAssertEqual(events1.first?["attempt"] as? Int, 1, "start events number the attempts")
             XCTAssertEqual(events1.last?["event"] as? String, "error")
             XCTAssertEqual(events1.last?["exit_code"] as? Int, 130)
 

@@ -65,3 +65,24 @@ final class DisplayTextTests: XCTestCase {
         XCTAssertEqual(formatBytes(UInt64.max), "16.0 EiB")
     }
 }
+
+/// The bar never outgrows the terminal, however narrow: a line that wraps leaves a stale
+/// copy behind at every redraw.
+final class ProgressBarWidthTests: XCTestCase {
+    func testTheBarFitsEveryWidthAndKeepsTheCounts() {
+        let cases: [(UInt64, UInt64?, Bool, Double)] = [
+            (512 << 20, 1 << 30, true, 50e6), (1, 9_000_000_000_000_000_000, false, 0.9), (12345, nil, true, 1e6), (0, 100, false, 0),
+        ]
+        for (offset, total, resumed, rate) in cases {
+            for columns in [1, 10, 20, 30, 40, 60, 80, 120, 300] {
+                let line = ProgressRenderer.barLine(offset: offset, total: total, resumed: resumed, rate: rate, columns: columns)
+                XCTAssertLessThanOrEqual(line.count, max(1, columns - 1), "\(columns) columns: '\(line)'")
+                if columns >= 40 {
+                    XCTAssertTrue(line.contains(formatBytes(offset)), "\(columns) columns lost the byte count: '\(line)'")
+                }
+            }
+        }
+        let wide = ProgressRenderer.barLine(offset: 512 << 20, total: 1 << 30, resumed: true, rate: 50e6, columns: 120)
+        XCTAssertTrue(wide.hasPrefix("[############------------]") && wide.contains("ETA") && wide.hasSuffix("(resumed)"), wide)
+    }
+}

@@ -29,6 +29,10 @@ public final class ProgressRenderer: Sendable {
         var total: UInt64?
         var attemptStart = Date()
         var attemptOffset: UInt64 = 0
+        /// The fetch's connection count, once it has reported one.
+        var connections: Int?
+        /// `start` events so far: a restart from zero begins attempt 2.
+        var attempts = 0
     }
 
     /// `quiet`: only errors (printed by the caller) reach stderr.
@@ -96,6 +100,8 @@ public final class ProgressRenderer: Sendable {
                 s.attemptStart = Date()
                 s.attemptOffset = resumedAt ?? 0
                 s.lastOffset = resumedAt ?? 0
+            case .connections(let count):
+                s.connections = count
             case .progress(let offset, let total, _):
                 s.lastOffset = offset
                 s.total = total ?? s.total
@@ -103,7 +109,9 @@ public final class ProgressRenderer: Sendable {
                 guard now.timeIntervalSince(s.lastDraw) >= 0.1 else { return }
                 s.lastDraw = now
                 let line = Self.barLine(offset: offset, total: s.total, resumed: s.resumed,
-                                        rate: Double(offset - min(offset, s.attemptOffset)) / max(now.timeIntervalSince(s.attemptStart), 0.001))
+                                        rate: Double(offset - min(offset, s.attemptOffset)) / max(now.timeIntervalSince(s.attemptStart), 0.001),
+                                        columns: Self.terminalColumns(),
+                                        connections: s.connections)
                 write("\r\u{1b}[2K" + line)
                 s.drawn = true
             case .done, .error:
@@ -115,26 +123,47 @@ public final class ProgressRenderer: Sendable {
         }
     }
 
-    static func barLine(offset: UInt64, total: UInt64?, resumed: Bool, rate: Double) -> String {
-        var parts: [String] = []
+    /// The bar line, at most `columns - 1` wide (a line as wide as the terminal wraps on
+    /// some terminals, and every redraw would leave a stale line behind). Parts go in order
+    /// of least use when space is short: the bar shrinks, then ETA, rate, "(resumed)" and
+    /// the bar itself go; the byte counts stay (cut as a last resort).
+    static func barLine(offset: UInt64, total: UInt64?, resumed: Bool, rate: Double, columns: Int = 80,
+                        connections: Int? = nil) -> String {
+        let room = max(1, columns - 1)
+        var fraction: Double?
+        var counts = formatBytes(offset)
         if let total, total > 0 {
-            let fraction = min(1, Double(offset) / Double(total))
-            let width = 24
-            let filled = Int(fraction * Double(width))
-            parts.append("[" + String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled) + "]")
-            parts.append(String(format: "%5.1f%%", fraction * 100))
-            parts.append("\(formatBytes(offset))/\(formatBytes(total))")
-            if rate > 0 && rate.isFinite {
-                let eta = Double(total - min(total, offset)) / rate
-                parts.append("\(formatRate(rate))/s")
-                parts.append("ETA \(formatDuration(eta))")
-            }
-        } else {
-            parts.append(formatBytes(offset))
-            if rate > 0 && rate.isFinite { parts.append("\(formatRate(rate))/s") }
+            fraction = min(1, Double(offset) / Double(total))
+            counts = String(format: "%5.1f%% ", fraction! * 100) + "\(formatBytes(offset))/\(formatBytes(total))"
         }
-        if resumed { parts.append("(resumed)") }
-        return parts.joined(separator: " ")
+        let hasRate = rate > 0 && rate.isFinite
+        let speed = hasRate ? "\(formatRate(rate))/s" : nil
+        let eta = hasRate ? total.map { "ETA \(formatDuration(Double($0 - min($0, offset)) / rate))" } : nil
+        let mark = resumed ? "(resumed)" : nil
+        let conns = connections.map { "×\($0) conn" }
+        // From the fullest line to the barest; the first that fits is drawn.
+        let variants: [(bar: Int, parts: [String?])] = [
+            (24, [counts, speed, eta, conns, mark]), (10, [counts, speed, eta, conns, mark]),
+            (10, [counts, speed, conns, mark]), (0, [counts, speed, conns, mark]), (0, [counts, mark]), (0, [counts]),
+        ]
+        for variant in variants {
+            var parts = variant.parts.compactMap { $0 }
+            if let fraction, variant.bar > 0 {
+                let filled = Int(fraction * Double(variant.bar))
+                parts.insert("[" + String(repeating: "#", count: filled) + String(repeating: "-", count: variant.bar - filled) + "]", at: 0)
+            }
+            let line = parts.joined(separator: " ")
+            if line.count <= room { return line }
+        }
+        return String(counts.prefix(room))
+    }
+
+    /// stderr's width now. Read at every redraw (at most ten a second, one ioctl) rather
+    /// than on SIGWINCH: a resized terminal is honoured without a signal handler.
+    static func terminalColumns() -> Int {
+        var size = winsize()
+        guard ioctl(STDERR_FILENO, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 else { return 80 }
+        return Int(size.ws_col)
     }
 
     // MARK: JSON lines
@@ -145,7 +174,9 @@ public final class ProgressRenderer: Sendable {
             var object: [String: Any] = ["time": Date().timeIntervalSince(started)]
             switch event {
             case .start(let spec, let total, let resumedAt):
+                s.attempts += 1
                 object["event"] = "start"
+                object["attempt"] = s.attempts
                 object["spec"] = spec
                 if let total { object["total"] = total }
                 if let resumedAt { object["resumed_at"] = resumedAt }
@@ -159,6 +190,7 @@ public final class ProgressRenderer: Sendable {
                 object["source_offset"] = s.lastOffset
                 object["output_bytes"] = output
                 if let total { object["total"] = total }
+                if let connections = s.connections { object["connections"] = connections }
             case .retry(let attempt, let delay, let reason):
                 object["event"] = "retry"
                 object["attempt"] = attempt
@@ -184,10 +216,14 @@ public final class ProgressRenderer: Sendable {
                 object["source_offset"] = sourceBytes
                 object["output_bytes"] = outputBytes
                 object["seconds"] = seconds
+                if let connections = s.connections { object["connections"] = connections }
             case .error(let error):
                 object["event"] = "error"
                 object["exit_code"] = Int(error.exitCode)
                 object["message"] = DisplayText.escaped(error.description)
+            case .connections(let count):
+                s.connections = count
+                return  // shown in the progress and done lines
             case .notice:
                 return  // the JSON lines keep their documented set of events
             }
