@@ -29,8 +29,12 @@ public final class UntarSink: TerminalSink, TarEventHandler {
     private var rootMetadata: DirectoryMetadata?
     public private(set) var notices: [String] = []
 
-    /// Bounds what a checkpoint must carry for directories still waiting for their metadata.
-    static let maxDirectories = 2_000_000
+    /// Bounds what a checkpoint must carry for directories still waiting for their metadata:
+    /// packed, their records stay well under what a checkpoint may weigh (64 MiB, base64 4/3).
+    static let maxDirectories = 1_000_000
+    static let maxDirectoryBytes = 32 << 20
+    /// Bytes the packed directory records take (18 per record plus the path).
+    private var directoryBytes = 0
     public static let maxStrip = 64
 
     private struct OpenFile {
@@ -69,6 +73,7 @@ public final class UntarSink: TerminalSink, TarEventHandler {
                 throw SluiceError.checkpointRefused(path: "(untar stage)", reason: "its tar reader state is not one untar writes")
             }
             directories = state.directories
+            directoryBytes = state.directories.reduce(0) { $0 + 18 + $1.path.bytes.count }
             rootMetadata = state.root
             root = open(partialPath, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
             guard root >= 0 else {
@@ -230,10 +235,12 @@ public final class UntarSink: TerminalSink, TarEventHandler {
                 return
             }
             try extractor.makeDirectory(path)
-            guard directories.count < Self.maxDirectories else {
-                throw PathRefusal("is one directory more than the \(Self.maxDirectories) untar keeps metadata for")
+            let bytes = 18 + metadata.path.bytes.count
+            guard directories.count < Self.maxDirectories, directoryBytes + bytes <= Self.maxDirectoryBytes else {
+                throw PathRefusal("is one directory more than untar keeps metadata for (\(directories.count) directories, \(directoryBytes) bytes of names)")
             }
             directories.append(metadata)
+            directoryBytes += bytes
         case .symlink:
             guard !path.components.isEmpty else { throw PathRefusal("would replace the destination directory itself") }
             try MemberPath.checkSymlinkTarget(entry.linkTarget, linkDirectoryDepth: path.components.count - 1)
@@ -307,7 +314,10 @@ public final class UntarSink: TerminalSink, TarEventHandler {
     private static func validate(_ state: UntarState, directory: String, strip: Int) throws {
         func refuse(_ why: String) -> SluiceError { .checkpointRefused(path: "(untar stage)", reason: why) }
         guard state.directory == directory, state.strip == strip else { throw refuse("it was written for another untar stage") }
-        guard state.directories.count <= maxDirectories else { throw refuse("it lists too many directories") }
+        guard state.directories.count <= maxDirectories,
+              state.directories.reduce(0, { $0 + 18 + $1.path.bytes.count }) <= maxDirectoryBytes else {
+            throw refuse("it lists too many directories")
+        }
         for dir in state.directories where MemberPath.restored(dir.path.bytes)?.components.isEmpty != false {
             throw refuse("it lists a directory whose name is not a normalised member name")
         }
