@@ -27,7 +27,7 @@ struct Runner {
             usleep(500_000)
             let kept = pipeline.checkpointPath.map { FileManager.default.fileExists(atPath: $0) } ?? false
             if !kept { pipeline.output?.discardPartial() }
-            FileHandle.standardError.write(Data("sluice: interrupted\n".utf8))
+            StandardError.write("sluice: interrupted\n")
             _exit(130)
         }
 
@@ -66,7 +66,7 @@ struct Runner {
     }
 
     private func say(_ line: String) {
-        FileHandle.standardError.write(Data("sluice: \(DisplayText.escaped(line))\n".utf8))
+        StandardError.write("sluice: \(DisplayText.escaped(line))\n")
     }
 }
 

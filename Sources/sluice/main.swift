@@ -7,7 +7,7 @@ import Sluice
 signal(SIGPIPE, SIG_IGN)
 
 func fail(_ error: SluiceError) -> Never {
-    FileHandle.standardError.write(Data("sluice: \(DisplayText.escaped(error.description))\n".utf8))
+    StandardError.write("sluice: \(DisplayText.escaped(error.description))\n")
     exit(error.exitCode)
 }
 
@@ -33,7 +33,7 @@ case .inspect(let path, let json):
         print(try CheckpointInspector(path: path).render(json: json))
     } catch SluiceError.checkpointRefused(let path, let reason) {
         // Nothing is being run, so no advice about --restart.
-        FileHandle.standardError.write(Data("sluice: \(path) cannot be read as a checkpoint: \(reason)\n".utf8))
+        StandardError.write("sluice: \(path) cannot be read as a checkpoint: \(reason)\n")
         exit(2)
     } catch let error as SluiceError {
         fail(error)
