@@ -100,3 +100,20 @@ final class ReviewRegressionTests: XCTestCase {
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: dir), [], "a failed run before its first byte left files")
     }
 }
+
+extension ReviewRegressionTests {
+    // MARK: a huge word is not echoed back whole
+
+    func testSpecErrorShortensAHugeWord() throws {
+        // A 1 MB word in a spec file came back as a 1 MB error line.
+        let dir = try makeTemporaryDirectory(self)
+        let huge = String(repeating: "z", count: 500_000)
+        for spec in ["read in | \(huge) | stdout", "read in | verify sha256:\(huge) | stdout", "read in \(huge) | stdout"] {
+            try Data(spec.utf8).write(to: URL(fileURLWithPath: dir + "/spec"))
+            let outcome = try runSluiceBounded(["-f", "spec"], in: dir)
+            XCTAssertEqual(outcome.status, 2, outcome.stderr)
+            XCTAssertLessThan(outcome.stderr.utf8.count, 1000, "the error line echoes the word whole")
+            XCTAssertTrue(outcome.stderr.contains("zzzz…"), outcome.stderr)
+        }
+    }
+}
