@@ -117,3 +117,18 @@ extension ReviewRegressionTests {
         }
     }
 }
+
+extension ReviewRegressionTests {
+    // MARK: a NUL cuts a URL short in libcurl
+
+    func testURLWithANulByteIsASpecError() throws {
+        // libcurl read the URL up to the NUL: `fetch "file:///…/in\0.x"` fetched `in` and exited 0.
+        let dir = try makeTemporaryDirectory(self)
+        try Data("hello\n".utf8).write(to: URL(fileURLWithPath: dir + "/in"))
+        try Data("fetch \"file://\(dir)/in\0.other\" | file out".utf8).write(to: URL(fileURLWithPath: dir + "/spec"))
+        let outcome = try runSluiceBounded(["-f", "spec"], in: dir)
+        XCTAssertEqual(outcome.status, 2, outcome.stderr)
+        XCTAssertTrue(outcome.stderr.contains("NUL"), outcome.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: dir + "/out"))
+    }
+}
