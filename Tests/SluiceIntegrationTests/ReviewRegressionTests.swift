@@ -132,3 +132,28 @@ extension ReviewRegressionTests {
         XCTAssertFalse(FileManager.default.fileExists(atPath: dir + "/out"))
     }
 }
+
+extension ReviewRegressionTests {
+    // MARK: a fresh run never writes into a partial file it finds
+
+    func testFreshRunDoesNotWriteIntoAPlantedPartialFile() throws {
+        // A co-user who plants PATH.sluice-part (mode 0666 in a shared directory) and keeps it
+        // open could read the stream and change it after verification: the fresh run used
+        // that very file and renamed it to PATH (owned by them), exit 0.
+        let dir = try makeTemporaryDirectory(self)
+        try Data(makeTestData(count: 100_000, seed: 3)).write(to: URL(fileURLWithPath: dir + "/in"))
+        let planted = open(dir + "/out.sluice-part", O_CREAT | O_RDWR, 0o666)
+        XCTAssertGreaterThanOrEqual(planted, 0)
+        defer { close(planted) }
+        var plantedFacts = stat()
+        XCTAssertEqual(fstat(planted, &plantedFacts), 0)
+
+        let outcome = try runSluiceBounded(["read in | file out"], in: dir)
+        XCTAssertEqual(outcome.status, 0, outcome.stderr)
+        var outFacts = stat()
+        XCTAssertEqual(stat(dir + "/out", &outFacts), 0)
+        XCTAssertNotEqual(outFacts.st_ino, plantedFacts.st_ino, "the output is the planted file")
+        XCTAssertEqual(lseek(planted, 0, SEEK_END), 0, "the stream was written into the planted file")
+        XCTAssertEqual(FileManager.default.contents(atPath: dir + "/out"), FileManager.default.contents(atPath: dir + "/in"))
+    }
+}
