@@ -51,9 +51,10 @@ enum HelpText {
                 Entry(term: "3", text: "transfer failed after retries, the server contradicted itself, or --max-time passed: partial data + checkpoint kept, rerun resumes"),
                 Entry(term: "4", text: "checksum mismatch: no output; partial data and checkpoint removed"),
                 Entry(term: "5", text: "corrupt compressed data: no output; partial data and checkpoint removed"),
-                Entry(term: "6", text: "local I/O error (disk full, permission): partial data + last good checkpoint kept"),
+                Entry(term: "6", text: "local I/O error (disk full, permission, a thread that cannot start): partial data + last good checkpoint kept"),
                 Entry(term: "7", text: "remote changed since the checkpoint and the sink (stdout) cannot restart"),
-                Entry(term: "130", text: "interrupted (SIGINT/SIGTERM): checkpoint saved at the interruption point"),
+                Entry(term: "130", text: "interrupted (SIGINT/SIGTERM): checkpoint saved at the interruption point; a second signal stops at once, keeping the last checkpoint written"),
+                Entry(term: "141", text: "stdout's reader went away (| head): killed by SIGPIPE, like cat; the checkpoint is kept"),
             ]),
             Section(title: "EXAMPLES", intro: nil, entries: [
                 Entry(term: "sluice 'fetch https://example.org/data.tar.gz | verify sha256:9f86…08 | gunzip | file data.tar'", text: ""),

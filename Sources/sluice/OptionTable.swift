@@ -59,6 +59,12 @@ extension CommandOption {
         CommandOption(["--max-time"], "SECONDS", "the whole fetch, retries included, may take this long; then exit 3 with the checkpoint kept (default: no limit)") { args, v throws(SluiceError) in
             args.options.http.maxTime = try Arguments.seconds(v, option: "--max-time")
         },
+        CommandOption(["--connections"], "N", "ranged connections for each fetch, 1-32 (default: 4 when the server answers ranges and at least 64 MiB remain, else 1); a fetch's connections=N wins") { args, v throws(SluiceError) in
+            guard v.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let n = Int(v), (1...32).contains(n) else {
+                throw .usage("--connections takes a whole number from 1 to 32, not '\(v)'")
+            }
+            args.options.http.connections = n
+        },
         CommandOption(["-H", "--header"], "'NAME: VALUE'", "an extra request header (repeatable); never written to a checkpoint or printed") { args, v throws(SluiceError) in
             guard let colon = v.firstIndex(of: ":"), colon != v.startIndex,
                   !v[..<colon].contains(where: { $0 == " " || $0 == "\t" }),

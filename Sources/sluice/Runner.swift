@@ -1,5 +1,6 @@
 import Foundation
 import Sluice
+import Synchronization
 
 /// Runs one pipeline for the CLI: signals, progress rendering, messages, exit status.
 struct Runner {
@@ -18,50 +19,70 @@ struct Runner {
         var options = arguments.options
         options.progress = { event in renderer.handle(event) }
         let pipeline = Pipeline(spec: spec, options: options)
-        let resumable = pipeline.writesCheckpoints
-        SignalWatcher.start(signals: signals) {
-            pipeline.cancel()
-            // Nothing to save without a checkpoint, and a read from stdin may block for
-            // good: give the run a moment to stop cleanly, then leave.
-            guard !resumable else { return }
-            usleep(500_000)
-            let kept = pipeline.checkpointPath.map { FileManager.default.fileExists(atPath: $0) } ?? false
-            if !kept { pipeline.output?.discardPartial() }
-            StandardError.write("sluice: interrupted\n")
-            _exit(130)
+        let watcher = SignalWatcher(signals: signals, resumable: pipeline.writesCheckpoints)
+        do {
+            try watcher.start { pipeline.cancel() }
+        } catch {
+            // Without the watcher SIGINT and SIGTERM would stay blocked: nothing could stop
+            // the run, so it does not begin.
+            var reason = "\(error)"
+            if case .io(_, _, let code) = error { reason = String(cString: strerror(code)) }
+            say("cannot start thread sluice.signals: \(reason) (too many processes or threads for this user? see ulimit -u); nothing was started")
+            return error.exitCode
         }
+        let ending = outcome(of: pipeline, renderer: renderer)
+        watcher.exitGate()
+        switch ending {
+        case .status(let status, let message):
+            if let message { say(message) }
+            return status
+        case .readerGone:
+            // The reader stopped reading (`| head`): end as tools do on SIGPIPE. The
+            // checkpoint already saved stays; there is nothing to say.
+            SignalWatcher.dieOfSIGPIPE()
+        }
+    }
 
+    private enum Ending {
+        case status(Int32, message: String?)
+        /// stdout is a pipe whose reader has gone.
+        case readerGone
+    }
+
+    /// Runs the pipeline; how the process should end, and what to tell the user.
+    private func outcome(of pipeline: Pipeline, renderer: ProgressRenderer) -> Ending {
         do {
             try pipeline.run()
             renderer.finish()
-            return 0
+            return .status(0, message: nil)
         } catch let error as SluiceError {
             renderer.finish()
+            if case .io("stdout", _, EPIPE) = error { return .readerGone }
+            let message: String
             if error == .cancelled && !pipeline.writesCheckpoints {
-                say("interrupted; this pipeline writes no checkpoint (stdin source, stdout without --checkpoint, or --checkpoint-interval 0), so a rerun starts from zero")
+                message = "interrupted; this pipeline writes no checkpoint (stdin source, stdout without --checkpoint, or --checkpoint-interval 0), so a rerun starts from zero"
             } else if error.discardsPartialOutput {
                 // Name the input that was bad; stdout cannot take back what it already got.
-                var message = "\(error)"
+                var text = "\(error)"
                 if pipeline.output == nil {
-                    message = message.replacingOccurrences(of: "nothing was written", with: "the bytes already written to stdout are not valid")
+                    text = text.replacingOccurrences(of: "nothing was written", with: "the bytes already written to stdout are not valid")
                 }
-                say((spec.stages.first?.argument.map { "\(DisplayText.redactedURL($0)): " } ?? "stdin: ") + message)
+                message = (spec.stages.first?.argument.map { "\(DisplayText.redactedURL($0)): " } ?? "stdin: ") + text
             } else if !pipeline.writesCheckpoints {
                 // Nothing was saved: a rerun starts over rather than resuming.
-                say("\(error)".replacingOccurrences(of: "rerun the same command to resume", with: "rerun the same command to start over"))
+                message = "\(error)".replacingOccurrences(of: "rerun the same command to resume", with: "rerun the same command to start over")
             } else if error != .cancelled, !(pipeline.checkpointPath.map(FileManager.default.fileExists(atPath:)) ?? false) {
                 // The run left nothing behind (it failed before its first byte): there is
                 // nothing to resume, only the cause to fix.
-                say("\(error)".replacingOccurrences(of: "; [^;]*rerun the same command to resume$", with: "; nothing was left on disk: fix that and run the command again",
-                                                    options: .regularExpression))
+                message = "\(error)".replacingOccurrences(of: "; [^;]*rerun the same command to resume$", with: "; nothing was left on disk: fix that and run the command again",
+                                                          options: .regularExpression)
             } else {
-                say("\(error)")
+                message = "\(error)"
             }
-            return error.exitCode
+            return .status(error.exitCode, message: message)
         } catch {
             renderer.finish()
-            say("\(error)")
-            return 1
+            return .status(1, message: "\(error)")
         }
     }
 
@@ -70,20 +91,73 @@ struct Runner {
     }
 }
 
-/// Waits for SIGINT/SIGTERM on its own thread: the first asks the run to stop at a
-/// checkpoint, a second one ends the process at once.
-enum SignalWatcher {
-    static func start(signals: sigset_t, onFirst: @escaping @Sendable () -> Void) {
-        let thread = Thread {
+/// Waits for SIGINT/SIGTERM on its own thread: the first asks the run to stop where it
+/// stands (it saves a checkpoint, then exits 130 with its message); a second one ends the
+/// process at once, with one line. Locks are `flock`s, so they go with the process.
+final class SignalWatcher: Sendable {
+    private let signals: sigset_t
+    private let resumable: Bool
+    /// Signals taken by the watcher so far.
+    private let received = Atomic<Int>(0)
+    /// Taken by whoever ends the process first: the run's own exit, or a second signal.
+    private let exiting = Atomic<Bool>(false)
+
+    init(signals: sigset_t, resumable: Bool) {
+        self.signals = signals
+        self.resumable = resumable
+    }
+
+    func start(onFirst: @escaping @Sendable () -> Void) throws(SluiceError) {
+        try EngineThread.start("sluice.signals") { [self] in
             var set = signals
-            var received: Int32 = 0
-            var count = 0
-            while sigwait(&set, &received) == 0 {
-                count += 1
-                if count == 1 { onFirst() } else { _exit(130) }
+            var number: Int32 = 0
+            while sigwait(&set, &number) == 0 {
+                if received.add(1, ordering: .sequentiallyConsistent).newValue == 1 {
+                    onFirst()
+                } else if claimExit() {
+                    exitAtOnce()
+                }
             }
         }
-        thread.name = "sluice.signals"
-        thread.start()
+    }
+
+    /// Called by the run's thread before it says how the run ended. A second signal that is
+    /// still pending (the watcher has not taken it yet) wins: the user asked twice.
+    func exitGate() {
+        guard claimExit() else {
+            // The watcher is ending the process right now.
+            while true { pause() }
+        }
+        var pending = sigset_t()
+        sigpending(&pending)
+        let waiting = (sigismember(&pending, SIGINT) == 1 ? 1 : 0) + (sigismember(&pending, SIGTERM) == 1 ? 1 : 0)
+        let seen = received.load(ordering: .sequentiallyConsistent)
+        if seen >= 2 || (seen >= 1 && waiting >= 1) || waiting >= 2 { exitAtOnce() }
+    }
+
+    private func claimExit() -> Bool {
+        exiting.compareExchange(expected: false, desired: true, ordering: .sequentiallyConsistent).exchanged
+    }
+
+    private func exitAtOnce() -> Never {
+        let line = resumable
+            ? "sluice: interrupted again: stopped at once; rerun the same command to resume from the last checkpoint saved\n"
+            : "sluice: interrupted again: stopped at once\n"
+        line.utf8CString.withUnsafeBytes { bytes in
+            _ = write(STDERR_FILENO, bytes.baseAddress, bytes.count - 1)
+        }
+        _exit(130)
+    }
+
+    /// Ends the process the way `cat` ends when its reader goes away: killed by SIGPIPE
+    /// (a shell reports 128 + 13 = 141, and says nothing about it).
+    static func dieOfSIGPIPE() -> Never {
+        signal(SIGPIPE, SIG_DFL)
+        var set = sigset_t()
+        sigemptyset(&set)
+        sigaddset(&set, SIGPIPE)
+        pthread_sigmask(SIG_UNBLOCK, &set, nil)
+        raise(SIGPIPE)
+        _exit(128 + SIGPIPE)
     }
 }

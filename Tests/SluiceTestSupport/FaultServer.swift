@@ -40,8 +40,12 @@ final class FaultServer: Sendable {
         var status: Int? = nil
         var sendETag: Bool = true
         var sendLastModified: Bool = true
-        /// Throttle body sending to about this rate.
+        /// Throttle body sending to about this rate. Each connection is paced on its own, so
+        /// this is a per-connection limit (as nginx's `limit_rate`).
         var bytesPerSecond: Int? = nil
+        /// Faults for single connections, keyed by the connection's number in order of arrival
+        /// (1-based; every connection carries one request). They apply on top of the rest.
+        var perConnection: [Int: ConnectionFault] = [:]
 
         // Hostile responses: what a broken or malicious server sends.
 
@@ -64,6 +68,32 @@ final class FaultServer: Sendable {
         /// Every resource response is a 206 of at most this many bytes, from the requested
         /// offset (or 0 without a Range): a server that hands out a file in short pieces.
         var rangeLength: Int? = nil
+    }
+
+    /// What one connection does differently.
+    struct ConnectionFault: Sendable {
+        /// Close after this many body bytes.
+        var dropAfterBodyBytes: Int? = nil
+        /// Send this many body bytes, then nothing more until the client closes or `stop()`.
+        var stallAfterBodyBytes: Int? = nil
+        /// Answer this status with a short body (and `Retry-After: 1` for 429/503).
+        var status: Int? = nil
+        /// Answer 200 with the full body, ignoring Range.
+        var ignoreRange = false
+        /// Send this ETag instead of the resource's (the body stays the same).
+        var etag: String? = nil
+        /// Throttle this connection to about this rate.
+        var bytesPerSecond: Int? = nil
+
+        init(dropAfterBodyBytes: Int? = nil, stallAfterBodyBytes: Int? = nil, status: Int? = nil,
+             ignoreRange: Bool = false, etag: String? = nil, bytesPerSecond: Int? = nil) {
+            self.dropAfterBodyBytes = dropAfterBodyBytes
+            self.stallAfterBodyBytes = stallAfterBodyBytes
+            self.status = status
+            self.ignoreRange = ignoreRange
+            self.etag = etag
+            self.bytesPerSecond = bytesPerSecond
+        }
     }
 
     struct Request: Sendable {
@@ -453,6 +483,12 @@ extension FaultServer {
             }
 
             let fault = state.fault
+            let special = fault.perConnection[state.requests.count]
+            if let status = special?.status {
+                var plan = Self.shortResponse(status, "status \(status) on connection \(state.requests.count)", head: isHead)
+                if status == 429 || status == 503 { plan.headers.append(("Retry-After", "1")) }
+                return plan
+            }
             if state.unavailableServed < fault.unavailableCount {
                 state.unavailableServed += 1
                 var plan = Self.shortResponse(503, "service unavailable", head: isHead)
@@ -468,13 +504,13 @@ extension FaultServer {
             let resource = state.resource
             let length = resource.body.count
             var validators: [(String, String)] = []
-            if fault.sendETag { validators.append(("ETag", resource.etag)) }
+            if fault.sendETag { validators.append(("ETag", special?.etag ?? resource.etag)) }
             if fault.sendLastModified { validators.append(("Last-Modified", resource.lastModified)) }
 
             var status = 200
             var slice = resource.body[...]
             var contentRange: String? = nil
-            if !fault.ignoreRange, let rangeHeader = request.headers["range"] {
+            if !fault.ignoreRange, special?.ignoreRange != true, let rangeHeader = request.headers["range"] {
                 let claimed = fault.rangeTotalUnknown ? length + fault.overrunBytes : length
                 if fault.always416 {
                     return Self.unsatisfiable(length: claimed, validators: validators)
@@ -525,9 +561,14 @@ extension FaultServer {
             }
             var plan = ResponsePlan(status: status, headers: headers, body: body, sendBody: !isHead)
             plan.chunked = fault.chunked
-            plan.bytesPerSecond = fault.bytesPerSecond.map { max(1, $0) }
+            plan.bytesPerSecond = (special?.bytesPerSecond ?? fault.bytesPerSecond).map { max(1, $0) }
             if !isHead {
-                if let stallAfter = fault.stallAfterBodyBytes, !state.stallUsed {
+                if let stallAfter = special?.stallAfterBodyBytes {
+                    plan.stall = true
+                    plan.limit = max(0, stallAfter)
+                } else if let dropAfter = special?.dropAfterBodyBytes {
+                    plan.limit = max(0, dropAfter)
+                } else if let stallAfter = fault.stallAfterBodyBytes, !state.stallUsed {
                     state.stallUsed = true
                     plan.stall = true
                     plan.limit = max(0, stallAfter)

@@ -1,6 +1,6 @@
 import Foundation
 import XCTest
-@testable import Sluice
+import Sluice
 
 /// Drives one `HTTPSource` in-process into a collecting sink, recording its progress events:
 /// what the fetch unit tests inspect after a run.
@@ -24,7 +24,7 @@ struct FetchRun {
     static func run(_ url: String, options: HTTPOptions = FetchRun.options(), resumeFrom: SourceState? = nil,
                     onWrite: ((Int) throws -> Void)? = nil) throws -> FetchRun {
         let log = FetchEventLog()
-        let control = RunControl(progress: ProgressReporter(handler: { log.append($0) }))
+        let control = RunControl(progress: { log.append($0) })
         let source = try HTTPSource(url: url, options: options, resumeFrom: resumeFrom, control: control)
         let sink = Collector(onWrite: onWrite)
         var caught: Error?
@@ -34,7 +34,7 @@ struct FetchRun {
 }
 
 /// Keeps every byte written; `onWrite` runs after each write with the running total.
-final class Collector: ByteSink {
+final class Collector: TerminalSink {
     private(set) var bytes: [UInt8] = []
     private let onWrite: ((Int) throws -> Void)?
 
@@ -45,7 +45,8 @@ final class Collector: ByteSink {
         try onWrite?(bytes.count)
     }
 
-    func barrier(_ cut: Cut) throws { cut.seal(makeDurable: nil) }
+    func snapshot() -> StdoutSinkState { StdoutSinkState(bytesWritten: UInt64(bytes.count), fileSize: nil) }
+    func durability() throws -> (@Sendable () throws -> Void)? { nil }
     func finish() throws { XCTFail("a source never finishes its sink") }
 }
 

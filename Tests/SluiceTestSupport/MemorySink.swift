@@ -1,4 +1,4 @@
-@testable import Sluice
+import Sluice
 
 /// A terminal sink that keeps what it receives; restoring cuts it back to the
 /// checkpoint's length, as the file sink truncates its partial file.

@@ -7,7 +7,8 @@ import Glibc
 /// A real nginx (Debian's `/usr/sbin/nginx`) serving a temporary directory on loopback,
 /// for integration tests against a production HTTP server rather than a test double.
 ///
-/// Everything nginx touches lives in one temporary directory: the generated config, the pid
+/// Everything nginx touches lives in one temporary directory: the config (rendered from
+/// Scripts/nginx/nginx.conf.template, which the benchmark's launcher uses too), the pid
 /// file, the error log, one access log per server (with the `Range` and `If-Range` request
 /// headers in every line), all `*_temp_path`s, the document root and, with TLS, a CA and a
 /// server certificate made by the `openssl` CLI at test time. nginx runs in the foreground as
@@ -144,57 +145,25 @@ final class Nginx: @unchecked Sendable {
 
     // MARK: - Configuration
 
+    /// Renders Scripts/nginx/nginx.conf.template (the benchmark's launcher renders the same
+    /// file): one server for plain HTTP and, with TLS, a second one with the certificate.
     private func writeConfiguration(plainPort: UInt16, tlsPort: UInt16) throws {
         func substitute(_ text: String) -> String {
             text.replacingOccurrences(of: "{PLAIN_PORT}", with: String(plainPort))
                 .replacingOccurrences(of: "{TLS_PORT}", with: String(tlsPort))
         }
         let rateLimited = configuration.rateLimits.sorted { $0.key < $1.key }.map { prefix, rate in
-            "        location \(prefix) { limit_rate \(rate); }"
-        }.joined(separator: "\n")
-        func server(listen: String, log: String, extra: [String]) -> String {
-            """
-                server {
-                    listen \(listen);
-                    server_name localhost;
-                    access_log \(log) ranges;
-                    root \(root);
-            \(rateLimited)
-            \(extra.map { "        " + substitute($0) }.joined(separator: "\n"))
-                }
-            """
+            "location \(prefix) { limit_rate \(rate); }"
         }
-        var servers = [server(listen: "127.0.0.1:\(plainPort)", log: plainAccessLog, extra: configuration.plainLocations)]
+        var servers = [NginxConfigTemplate.Server(listen: "127.0.0.1:\(plainPort)", name: "plain",
+                                                  locations: rateLimited + configuration.plainLocations.map(substitute))]
         if configuration.tls {
-            servers.append(server(listen: "127.0.0.1:\(tlsPort) ssl", log: tlsAccessLog,
-                                  extra: ["ssl_certificate \(directory)/tls/server.pem;",
-                                          "ssl_certificate_key \(directory)/tls/server.key;"]
-                                      + configuration.tlsLocations))
+            let certificate = ["ssl_certificate \(directory)/tls/server.pem;", "ssl_certificate_key \(directory)/tls/server.key;"]
+            servers.append(NginxConfigTemplate.Server(listen: "127.0.0.1:\(tlsPort) ssl", name: "tls",
+                                                      locations: rateLimited + certificate + configuration.tlsLocations.map(substitute)))
         }
-        let config = """
-        \(getuid() == 0 ? "user root;" : "")
-        daemon off;
-        master_process off;
-        worker_processes 1;
-        pid \(directory)/nginx.pid;
-        error_log \(errorLog) info;
-
-        events { worker_connections 128; }
-
-        http {
-            default_type application/octet-stream;
-            sendfile on;
-            keepalive_timeout 5;
-            client_body_temp_path \(directory)/temp/client;
-            proxy_temp_path \(directory)/temp/proxy;
-            fastcgi_temp_path \(directory)/temp/fastcgi;
-            uwsgi_temp_path \(directory)/temp/uwsgi;
-            scgi_temp_path \(directory)/temp/scgi;
-            log_format ranges '$request_method $uri $status range="$http_range" if_range="$http_if_range" sent=$body_bytes_sent';
-        \(servers.joined(separator: "\n"))
-        }
-
-        """
+        let template = try NginxConfigTemplate(contentsOf: NginxConfigTemplate.sharedPath)
+        let config = try template.render(user: getuid() == 0 ? "user root;" : "", directory: directory, root: root, servers: servers)
         try config.write(toFile: directory + "/nginx.conf", atomically: true, encoding: .utf8)
     }
 
@@ -291,4 +260,67 @@ func startNginx(_ test: XCTestCase, configuration: Nginx.Configuration = Nginx.C
     try populate(nginx.root)
     try nginx.start()
     return nginx
+}
+
+/// Scripts/nginx/nginx.conf.template with its `{{PLACEHOLDERS}}` filled in; the lines from
+/// `#server-begin` to `#server-end` are written once per server. Scripts/nginx/start fills in
+/// the same file for the benchmark, so the tests and the benchmark run the same nginx setup.
+struct NginxConfigTemplate {
+    /// Tests/SluiceTestSupport/Nginx.swift → the repository → Scripts/nginx/nginx.conf.template.
+    static let sharedPath = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("Scripts/nginx/nginx.conf.template").path
+
+    struct Server {
+        var listen: String
+        /// Names the access log: `DIR/access-NAME.log`.
+        var name: String
+        /// nginx `limit_rate` for the whole server; "0" is none.
+        var limitRate = "0"
+        /// Lines inside the `server` block: locations, TLS files.
+        var locations: [String] = []
+    }
+
+    private let head: [Substring], server: [Substring], tail: [Substring]
+
+    init(contentsOf path: String) throws {
+        let text: String
+        do { text = try String(contentsOfFile: path, encoding: .utf8) } catch {
+            throw Nginx.HarnessError(description: "cannot read the nginx configuration template \(path): \(error)")
+        }
+        try self.init(text: text, path: path)
+    }
+
+    init(text: String, path: String = "the template") throws {
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+        guard let begin = lines.firstIndex(of: "#server-begin"), let end = lines.firstIndex(of: "#server-end"), begin < end else {
+            throw Nginx.HarnessError(description: "\(path) has no #server-begin … #server-end section")
+        }
+        head = Array(lines[..<begin])
+        server = Array(lines[(begin + 1)..<end])
+        tail = Array(lines[(end + 1)...])
+    }
+
+    func render(user: String, directory: String, root: String, servers: [Server]) throws -> String {
+        let shared = ["USER": user, "DIR": directory, "ROOT": root]
+        var lines = head.map(String.init)
+        for each in servers {
+            let values = shared.merging([
+                "LISTEN": each.listen, "NAME": each.name, "LIMIT_RATE": each.limitRate,
+                "LOCATIONS": each.locations.joined(separator: "\n        "),
+            ]) { _, new in new }
+            lines += server.map { Self.fill(String($0), values) }
+        }
+        lines += tail.map(String.init)
+        let config = lines.map { Self.fill($0, shared) }.joined(separator: "\n")
+        if let unfilled = config.range(of: "{{") {
+            let name = config[unfilled.lowerBound...].prefix { $0 != "}" } + "}}"
+            throw Nginx.HarnessError(description: "the nginx template has a placeholder the tests do not fill: \(name)")
+        }
+        return config
+    }
+
+    private static func fill(_ line: String, _ values: [String: String]) -> String {
+        values.reduce(line) { text, value in text.replacingOccurrences(of: "{{\(value.key)}}", with: value.value) }
+    }
 }

@@ -9,10 +9,10 @@ final class StreamingProcess: @unchecked Sendable {
     private var partial = Data()
     private var closed = false
 
-    init(_ executable: String, _ arguments: [String], stdout: FileHandle? = nil) throws {
+    init(_ executable: String, _ arguments: [String], stdin: FileHandle? = nil, stdout: FileHandle? = nil) throws {
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
-        process.standardInput = FileHandle.nullDevice
+        process.standardInput = stdin ?? FileHandle.nullDevice
         process.standardOutput = stdout ?? FileHandle.nullDevice
         let pipe = Pipe()
         process.standardError = pipe

@@ -161,3 +161,17 @@ final class ByteSizeTests: XCTestCase {
         }
     }
 }
+
+final class CheckpointIdentityTests: XCTestCase {
+    /// The number of connections changes how bytes travel, not which: a rerun may change it.
+    func testTransportOptionsAreNotPartOfACheckpointsIdentity() throws {
+        let texts = ["fetch https://h/x.gz | gunzip | file out",
+                     "fetch https://h/x.gz connections=4 | gunzip | file out",
+                     "fetch https://h/x.gz connections=16 | gunzip | file out"]
+        let identities = Set(try texts.map { try PipelineSpec(parsing: $0).checkpointIdentity })
+        XCTAssertEqual(identities, ["fetch https://h/x.gz | gunzip | file out"])
+        XCTAssertEqual(try PipelineSpec(parsing: texts[1]).redactedDescription, texts[1], "progress still shows it")
+        XCTAssertNotEqual(try PipelineSpec(parsing: "fetch https://h/y.gz | gunzip | file out").checkpointIdentity,
+                          identities.first, "the URL's path is part of the identity")
+    }
+}

@@ -15,13 +15,13 @@ final class CheckpointWriter: @unchecked Sendable {
     private var exited = false
     private var failure: SluiceError?
 
-    init(store: CheckpointStore, spec: String, control: RunControl) {
+    /// Throws when its thread cannot be started (exit 6).
+    init(store: CheckpointStore, spec: String, control: RunControl,
+         startThread: EngineThread.Starter = EngineThread.start) throws(SluiceError) {
         self.store = store
         self.spec = spec
         self.control = control
-        let thread = Thread { [self] in loop() }
-        thread.name = "sluice.checkpoint"
-        thread.start()
+        try startThread("sluice.checkpoint") { [self] in loop() }
     }
 
     /// Called by the terminal sink, on its thread, when a cut is complete.

@@ -12,11 +12,14 @@ extension Pipeline {
     public func run() async throws -> RunReport {
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<RunReport, Error>) in
-                let thread = Thread { [self] in
-                    continuation.resume(with: Result { try run() as RunReport })
+                do {
+                    try EngineThread.start("sluice.run") { [self] in
+                        continuation.resume(with: Result { try run() as RunReport })
+                    }
+                } catch {
+                    // Without the thread nothing would ever resume the caller.
+                    continuation.resume(throwing: error)
                 }
-                thread.name = "sluice.run"
-                thread.start()
             }
         } onCancel: {
             cancel()

@@ -163,7 +163,7 @@ public final class Pipeline: Sendable {
     /// Why a checkpoint belongs to another pipeline (or cannot be one), or nil.
     private func mismatch(_ checkpoint: Checkpoint, storedAt path: String) -> SluiceError? {
         // Checkpoints store the spec with URL secrets redacted (older ones stored it whole).
-        guard checkpoint.spec == spec.redactedDescription || checkpoint.spec == spec.description else {
+        guard checkpoint.spec == spec.checkpointIdentity else {
             let shown = (try? PipelineSpec(parsing: checkpoint.spec))?.redactedDescription ?? "an unreadable spec"
             return .checkpointRefused(path: path, reason: "it was written for a different pipeline ('\(DisplayText.escaped(shown))')")
         }
@@ -201,7 +201,7 @@ public final class Pipeline: Sendable {
     private func attempt(resumingFrom checkpoint: Checkpoint?, store: CheckpointStore?, reached: inout UInt64) throws -> UInt64 {
         // Interval 0 writes no checkpoints; an existing one is still honoured and locked.
         let writer = options.checkpointInterval == 0 ? nil
-            : store.map { CheckpointWriter(store: $0, spec: spec.redactedDescription, control: control) }
+            : try store.map { try CheckpointWriter(store: $0, spec: spec.checkpointIdentity, control: control) }
         defer { writer?.stop() }
         let built: StageChain
         do {
@@ -225,17 +225,17 @@ public final class Pipeline: Sendable {
             // resumes at the start instead of guessing (stdout appending to a file needs it).
             try head.injectBarrier()
             try built.source.run(into: head)
+            DebugGate.pass("SOURCE_END")  // lets a kill loop hold a run before it can complete
             try head.finish()
         } catch {
             // A stop that came from the source side (interrupt, transfer given up) leaves
             // the stages healthy: a final barrier records exactly where they stand.
             let failure = error as? SluiceError
-            if let writer, failure == .cancelled || isTransferFailure(failure),
-               (try? head.injectBarrier()) != nil {
-                built.close()
-                try? writer.flush()
-            }
+            if failure == .cancelled || isTransferFailure(failure) { try? head.injectBarrier() }
             built.close()
+            // Cuts already sealed describe bytes the sink has: store them whatever ended the
+            // run (stdout's reader going away too), as a kill at this moment would have.
+            try? writer?.flush()
             reached = head.offset
             throw error
         }

@@ -9,6 +9,9 @@ final class PipelineHead: ByteSink {
     private let interval: UInt64
     private let seal: (@Sendable (Cut) -> Void)?
     private(set) var offset: UInt64
+    /// False once a write into the chain failed: some stage may have taken part of the
+    /// chunk, so no barrier can describe the stages any more.
+    private(set) var chainIsWhole = true
     private var sinceBarrier: UInt64 = 0
     private var nextReport: UInt64 = 0
     /// Progress goes out at most this often (nanoseconds).
@@ -27,7 +30,12 @@ final class PipelineHead: ByteSink {
 
     func write(_ bytes: UnsafeRawBufferPointer) throws {
         try control.check()
-        try next.write(bytes)
+        do {
+            try next.write(bytes)
+        } catch {
+            chainIsWhole = false
+            throw error
+        }
         offset &+= UInt64(bytes.count)
         sinceBarrier &+= UInt64(bytes.count)
         if interval > 0 && sinceBarrier >= interval { try injectBarrier() }
@@ -50,7 +58,7 @@ final class PipelineHead: ByteSink {
 
     /// Sends a barrier at the current offset down the chain.
     func injectBarrier() throws {
-        guard let seal else { return }
+        guard let seal, chainIsWhole else { return }
         sinceBarrier = 0
         try next.barrier(Cut(source: source.state(at: offset), onSeal: seal))
     }

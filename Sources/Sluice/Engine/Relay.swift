@@ -4,48 +4,34 @@ import Foundation
 /// consumer's that feeds the next sink.
 ///
 /// Bytes travel in a fixed pool of reusable buffers (no allocation per chunk); when the
-/// pool is empty the producer waits, so backpressure reaches the source. Small writes
-/// (libcurl hands over 16–64 KiB at a time) are gathered into a buffer until it is full,
-/// so the threads meet once per buffer, not once per write; a partly filled buffer goes
-/// out after `maxDelay`, so a slow stream still flows. Barriers and the end of stream
-/// travel in the same queue, in order, behind the bytes before them. A failure downstream
-/// is handed back to the producer on its next call.
+/// pool is empty the producer waits, so backpressure reaches the source. `RelayBatcher`
+/// gathers the producer's small writes into those buffers; `RelayQueue` holds what is in
+/// flight — bytes, barriers and the end of stream, in order. A failure downstream is
+/// handed back to the producer on its next call, and wakes it if it waits for a buffer.
+///
+/// A stop of the run does not wake a waiting producer by itself: the consumer either
+/// frees a buffer soon or fails (every wait downstream gives up once the run stops, see
+/// `POSIX.waitReady`), and either wakes it. So a stop leaves the stages on the
+/// producer's side whole, and a final barrier can record exactly where they stand.
 final class Relay: BufferLendingSink, @unchecked Sendable {
-    // All mutable state below is guarded by `condition`.
-    private enum Item {
-        case data(buffer: Int, count: Int)
-        case barrier(Cut)
-        case finish
-        case stop
-    }
-
+    // `next` is touched only by the consumer thread, `batcher` only by the producer's;
+    // everything shared lives in `queue`, behind its lock.
     private let next: ByteSink
     private let control: RunControl
     private let buffers: [UnsafeMutableRawBufferPointer]
-    private let condition = NSCondition()
-    private var free: [Int]
-    private var queue: [Item] = []
-    private var failure: Error?
-    private var consumerExited = false
-    // Producer-side state (only the producer's thread touches it).
-    /// The buffer being filled, how much of it is, and since when (ns).
-    private var filling: Int?
-    private var filled = 0
-    private var fillingSince: UInt64 = 0
-    private var lent = false
-    /// Lending less room than this would make the producer's calls tiny: send the buffer on.
-    private static let minimumRoom = 16 * 1024
-    /// The longest a partly filled buffer waits for more bytes (ns).
-    private static let maxDelay: UInt64 = 20_000_000
+    private let queue: RelayQueue
+    private let batcher: RelayBatcher
 
-    init(next: ByteSink, control: RunControl, name: String, bufferCount: Int = 8, bufferSize: Int = 256 * 1024) {
+    /// Throws when the consumer thread cannot be started (exit 6), leaving nothing running.
+    init(next: ByteSink, control: RunControl, name: String, bufferCount: Int = 8, bufferSize: Int = 256 * 1024,
+         startThread: EngineThread.Starter = EngineThread.start) throws(SluiceError) {
         self.next = next
         self.control = control
-        buffers = (0..<bufferCount).map { _ in .allocate(byteCount: bufferSize, alignment: 64) }
-        free = Array(buffers.indices)
-        let thread = Thread { [self] in consume() }
-        thread.name = "sluice." + name
-        thread.start()
+        let buffers = (0..<bufferCount).map { _ in UnsafeMutableRawBufferPointer.allocate(byteCount: bufferSize, alignment: 64) }
+        self.buffers = buffers
+        queue = RelayQueue(bufferCount: bufferCount)
+        batcher = RelayBatcher(buffers: buffers, queue: queue)
+        try startThread("sluice." + name) { [self] in consume() }
     }
 
     deinit {
@@ -55,90 +41,95 @@ final class Relay: BufferLendingSink, @unchecked Sendable {
     // MARK: producer side
 
     func write(_ bytes: UnsafeRawBufferPointer) throws {
-        var rest = bytes
-        while !rest.isEmpty {
-            let index = try fillingBuffer()
-            let n = min(rest.count, buffers[index].count - filled)
-            (buffers[index].baseAddress! + filled).copyMemory(from: rest.baseAddress!, byteCount: n)
-            filled += n
-            rest = UnsafeRawBufferPointer(rebasing: rest[n...])
-            if filled == buffers[index].count { sendFilling() }
-        }
-        sendIfStale()
+        try batcher.write(bytes)
     }
 
     func borrowBuffer() throws -> UnsafeMutableRawBufferPointer {
-        precondition(!lent, "one borrowed buffer at a time")
-        var index = try fillingBuffer()
-        if buffers[index].count - filled < Self.minimumRoom {
-            sendFilling()
-            index = try fillingBuffer()
-        }
-        lent = true
-        return UnsafeMutableRawBufferPointer(rebasing: buffers[index][filled...])
+        try batcher.borrow()
     }
 
     func commitBorrowed(_ count: Int) {
-        guard lent, let index = filling else { return }
-        lent = false
-        filled += count
-        if filled == buffers[index].count { sendFilling() } else { sendIfStale() }
-    }
-
-    /// The buffer to gather into, taking a free one if none is being filled.
-    private func fillingBuffer() throws -> Int {
-        if let filling { return filling }
-        let index = try acquireBuffer()
-        filling = index
-        filled = 0
-        fillingSince = DispatchTime.now().uptimeNanoseconds
-        return index
-    }
-
-    /// Sends the gathered bytes on (or returns an empty buffer to the pool).
-    private func sendFilling() {
-        guard let index = filling else { return }
-        filling = nil
-        if filled > 0 { enqueue(.data(buffer: index, count: filled)) } else { release(index) }
-        filled = 0
-    }
-
-    private func sendIfStale() {
-        if filling != nil && DispatchTime.now().uptimeNanoseconds - fillingSince >= Self.maxDelay { sendFilling() }
+        batcher.commit(count)
     }
 
     func barrier(_ cut: Cut) throws {
-        try throwIfFailed()
-        sendFilling()
-        enqueue(.barrier(cut))
+        try queue.throwIfFailed()
+        batcher.flush()
+        queue.send(.barrier(cut))
     }
 
     /// Ends the stream and waits until everything downstream has finished.
     func finish() throws {
-        try throwIfFailed()
-        sendFilling()
-        enqueue(.finish)
-        condition.lock()
-        while !consumerExited { condition.wait() }
-        let error = failure
-        condition.unlock()
-        if let error { throw error }
+        try queue.throwIfFailed()
+        batcher.flush()
+        queue.send(.finish)
+        try queue.waitForConsumer()
     }
 
     /// Stops the consumer after it has handled everything queued so far (a final barrier
     /// included), without finishing downstream. Safe to call more than once.
     func close() {
-        sendFilling()
-        condition.lock()
-        if !consumerExited && !queue.contains(where: { if case .stop = $0 { return true } else { return false } }) {
-            queue.append(.stop)
-            condition.broadcast()
-        }
-        while !consumerExited { condition.wait() }
-        condition.unlock()
+        batcher.flush()
+        queue.stopConsumer()
     }
 
-    private func acquireBuffer() throws -> Int {
+    // MARK: consumer side
+
+    private func consume() {
+        var ended = false
+        while !ended {
+            let (item, failed) = queue.take()
+            do {
+                switch item {
+                case .data(let index, let count):
+                    defer { queue.release(index) }
+                    if !failed { try next.write(UnsafeRawBufferPointer(rebasing: buffers[index][0..<count])) }
+                case .barrier(let cut):
+                    if !failed { try next.barrier(cut) }
+                case .finish:
+                    ended = true
+                    if !failed { try next.finish() }
+                case .stop:
+                    ended = true
+                }
+            } catch {
+                // Stop the run first (a source far upstream may be waiting in libcurl or a
+                // read), so the producer, woken next, finds the run stopped; recorded before
+                // the exit below, as `finish()` reads it once the consumer is gone.
+                control.fail(error as? SluiceError ?? .cancelled)
+                queue.record(error)
+            }
+        }
+        queue.consumerExited()
+    }
+}
+
+/// The shared half of a relay, behind one lock: the pool of free buffers, the items in
+/// flight, the first failure downstream, and whether the consumer has exited. It never touches the bytes themselves.
+final class RelayQueue: @unchecked Sendable {
+    enum Item {
+        case data(buffer: Int, count: Int)
+        case barrier(Cut)
+        case finish
+        case stop
+    }
+
+    // All mutable state is guarded by `condition`.
+    private let condition = NSCondition()
+    private var free: [Int]
+    private var items: [Item] = []
+    private var failure: Error?
+    private var exited = false
+    private var stopQueued = false
+
+    init(bufferCount: Int) {
+        free = Array(0..<bufferCount)
+    }
+
+    // MARK: producer
+
+    /// A free buffer, waiting while none is; throws the consumer's failure instead.
+    func acquire() throws -> Int {
         condition.lock()
         defer { condition.unlock() }
         while free.isEmpty && failure == nil { condition.wait() }
@@ -146,66 +137,153 @@ final class Relay: BufferLendingSink, @unchecked Sendable {
         return free.removeLast()
     }
 
-    private func throwIfFailed() throws {
+    func throwIfFailed() throws {
         condition.lock()
         defer { condition.unlock() }
         if let failure { throw failure }
     }
 
-    private func enqueue(_ item: Item) {
+    func send(_ item: Item) {
         condition.lock()
-        queue.append(item)
+        items.append(item)
         condition.broadcast()
         condition.unlock()
     }
 
-    // MARK: consumer side
-
-    private func consume() {
-        while true {
-            condition.lock()
-            while queue.isEmpty { condition.wait() }
-            let item = queue.removeFirst()
-            let failed = failure != nil
-            condition.unlock()
-
-            var done = false
-            do {
-                switch item {
-                case .data(let index, let count):
-                    if !failed { try next.write(UnsafeRawBufferPointer(rebasing: buffers[index][0..<count])) }
-                    release(index)
-                case .barrier(let cut):
-                    if !failed { try next.barrier(cut) }
-                case .finish:
-                    done = true  // before finish(), which may throw: the producer waits for this
-                    if !failed { try next.finish() }
-                case .stop:
-                    done = true
-                }
-            } catch {
-                condition.lock()
-                failure = error
-                condition.broadcast()
-                condition.unlock()
-                if case .data(let index, _) = item { release(index) }
-                // Wake a source that may be blocked far upstream (in libcurl, a read).
-                control.fail(error as? SluiceError ?? .cancelled)
-            }
-            if done {
-                condition.lock()
-                consumerExited = true
-                condition.broadcast()
-                condition.unlock()
-                return
-            }
-        }
+    /// Waits for the consumer to exit (after `.finish`); throws what failed downstream.
+    func waitForConsumer() throws {
+        condition.lock()
+        while !exited { condition.wait() }
+        let error = failure
+        condition.unlock()
+        if let error { throw error }
     }
 
-    private func release(_ index: Int) {
+    /// Queues one `.stop` (unless the consumer is gone) and waits for the consumer to exit.
+    func stopConsumer() {
+        condition.lock()
+        if !exited && !stopQueued {
+            stopQueued = true
+            items.append(.stop)
+            condition.broadcast()
+        }
+        while !exited { condition.wait() }
+        condition.unlock()
+    }
+
+    // MARK: consumer
+
+    /// The next item, waiting for one, and whether an earlier item failed downstream
+    /// (then the consumer only returns buffers until the end).
+    func take() -> (item: Item, failed: Bool) {
+        condition.lock()
+        defer { condition.unlock() }
+        while items.isEmpty { condition.wait() }
+        return (items.removeFirst(), failure != nil)
+    }
+
+    func release(_ index: Int) {
         condition.lock()
         free.append(index)
         condition.broadcast()
         condition.unlock()
+    }
+
+    /// Keeps the first failure downstream, for the producer's next call.
+    func record(_ error: Error) {
+        condition.lock()
+        if failure == nil { failure = error }
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    func consumerExited() {
+        condition.lock()
+        exited = true
+        condition.broadcast()
+        condition.unlock()
+    }
+}
+
+/// The producer's half of a relay: gathers writes into the buffer being filled and
+/// decides when it goes out. Small writes (libcurl hands over 16–64 KiB at a time) meet
+/// the consumer once per buffer, not once per write; a partly filled buffer goes out
+/// after `maxDelay`, so a slow stream still flows. Only the producer's thread uses it.
+final class RelayBatcher {
+    private let buffers: [UnsafeMutableRawBufferPointer]
+    private let queue: RelayQueue
+    private let now: () -> UInt64
+    /// The buffer being filled, how much of it is, and since when (ns).
+    private var filling: Int?
+    private var filled = 0
+    private var fillingSince: UInt64 = 0
+    private var lent = false
+    /// Lending less room than this would make the producer's calls tiny: send the buffer on.
+    static let minimumRoom = 16 * 1024
+    /// The longest a partly filled buffer waits for more bytes (ns).
+    static let maxDelay: UInt64 = 20_000_000
+
+    /// `now`: a monotonic clock in nanoseconds (tests pass their own).
+    init(buffers: [UnsafeMutableRawBufferPointer], queue: RelayQueue,
+         now: @escaping () -> UInt64 = { DispatchTime.now().uptimeNanoseconds }) {
+        self.buffers = buffers
+        self.queue = queue
+        self.now = now
+    }
+
+    func write(_ bytes: UnsafeRawBufferPointer) throws {
+        var rest = bytes
+        while let base = rest.baseAddress, !rest.isEmpty {
+            let index = try fillingBuffer()
+            let n = min(rest.count, buffers[index].count - filled)
+            UnsafeMutableRawBufferPointer(rebasing: buffers[index][filled..<(filled + n)])
+                .copyMemory(from: UnsafeRawBufferPointer(start: base, count: n))
+            filled += n
+            rest = UnsafeRawBufferPointer(rebasing: rest[n...])
+            if filled == buffers[index].count { flush() }
+        }
+        flushIfStale()
+    }
+
+    /// Room in the buffer being filled, for the producer to write into directly.
+    func borrow() throws -> UnsafeMutableRawBufferPointer {
+        precondition(!lent, "one borrowed buffer at a time")
+        var index = try fillingBuffer()
+        if buffers[index].count - filled < Self.minimumRoom {
+            flush()
+            index = try fillingBuffer()
+        }
+        lent = true
+        return UnsafeMutableRawBufferPointer(rebasing: buffers[index][filled...])
+    }
+
+    /// The producer wrote `count` bytes into the borrowed room.
+    func commit(_ count: Int) {
+        guard lent, let index = filling else { return }
+        lent = false
+        filled += min(max(count, 0), buffers[index].count - filled)
+        if filled == buffers[index].count { flush() } else { flushIfStale() }
+    }
+
+    /// Sends the gathered bytes on (or returns an empty buffer to the pool).
+    func flush() {
+        guard let index = filling else { return }
+        filling = nil
+        if filled > 0 { queue.send(.data(buffer: index, count: filled)) } else { queue.release(index) }
+        filled = 0
+    }
+
+    /// The buffer to gather into, taking a free one if none is being filled.
+    private func fillingBuffer() throws -> Int {
+        if let filling { return filling }
+        let index = try queue.acquire()
+        filling = index
+        filled = 0
+        fillingSince = now()
+        return index
+    }
+
+    private func flushIfStale() {
+        if filling != nil && now() &- fillingSince >= Self.maxDelay { flush() }
     }
 }

@@ -16,6 +16,12 @@ public final class RunControl: Sendable {
         self.progress = progress
     }
 
+    /// A control for stages built by hand (outside a `Pipeline`): `cancel()` stops them,
+    /// and `progress` receives what they report (a source's retries, for one).
+    public convenience init(progress handler: ProgressHandler? = nil) {
+        self.init(progress: ProgressReporter(handler: handler))
+    }
+
     public var isStopped: Bool { stopped.load(ordering: .acquiring) }
 
     /// Why the run stopped: the first failure recorded, or `.cancelled`.

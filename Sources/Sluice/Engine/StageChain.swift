@@ -31,7 +31,7 @@ final class StageChain {
             if let terminal = sink as? any TerminalSink { notes += terminal.notices }
             var next: ByteSink = OutputMeter(next: sink, control: control)
             if options.threaded {
-                let relay = Relay(next: next, control: control, name: spec.sink.name)
+                let relay = try Relay(next: next, control: control, name: spec.sink.name)
                 built.append(relay)
                 next = relay
             }
@@ -42,7 +42,7 @@ final class StageChain {
                 }
                 next = try make(transform, next, context, states.popLast()?.value)
                 if options.threaded && ownThread[index + 1] {
-                    let relay = Relay(next: next, control: control, name: transform.name)
+                    let relay = try Relay(next: next, control: control, name: transform.name)
                     built.append(relay)
                     next = relay
                 }

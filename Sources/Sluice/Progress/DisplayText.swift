@@ -86,9 +86,22 @@ extension PipelineSpec {
     /// differ only in a URL's query values or password have the same redacted text, which is
     /// what lets a refreshed presigned URL resume (the server's validators decide).
     public var redactedDescription: String {
+        redacted(keepingTransportOptions: true)
+    }
+
+    /// What a checkpoint stores and a resume compares: the redacted text without the options
+    /// that change how bytes travel but not which bytes arrive (`fetch … connections=N`), so
+    /// a rerun may use another number of connections.
+    public var checkpointIdentity: String {
+        redacted(keepingTransportOptions: false)
+    }
+
+    private func redacted(keepingTransportOptions: Bool) -> String {
         stages.map { stage in
-            let shown = stage.name != StageKind.fetch.word ? stage
-                : StageSpec(stage.name, stage.arguments.map(DisplayText.redactedURL), options: stage.options, role: stage.role)
+            let arguments = stage.name != StageKind.fetch.word ? stage.arguments : stage.arguments.map(DisplayText.redactedURL)
+            let transport = Set(stage.kind?.options.filter(\.isTransport).map(\.name) ?? [])
+            let options = keepingTransportOptions ? stage.options : stage.options.filter { !transport.contains($0.key) }
+            let shown = StageSpec(stage.name, arguments, options: options, role: stage.role)
             return shown.words.map(SpecLexer.quoteIfNeeded).joined(separator: " ")
         }.joined(separator: " | ")
     }

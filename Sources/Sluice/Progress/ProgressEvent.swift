@@ -14,6 +14,8 @@ public enum ProgressEvent: Sendable, Equatable {
     case resume(sourceOffset: UInt64)
     /// The run starts over from zero, and why.
     case restart(reason: String)
+    /// `fetch` now uses this many connections (sent when it opens several, and when one closes).
+    case connections(Int)
     /// Something the user should know that is not a failure (a warning, what a resume did).
     /// Printed as a `sluice:` line; not part of the JSON lines.
     case notice(String)

@@ -29,6 +29,8 @@ public final class ProgressRenderer: Sendable {
         var total: UInt64?
         var attemptStart = Date()
         var attemptOffset: UInt64 = 0
+        /// The fetch's connection count, once it has reported one.
+        var connections: Int?
         /// `start` events so far: a restart from zero begins attempt 2.
         var attempts = 0
     }
@@ -98,6 +100,8 @@ public final class ProgressRenderer: Sendable {
                 s.attemptStart = Date()
                 s.attemptOffset = resumedAt ?? 0
                 s.lastOffset = resumedAt ?? 0
+            case .connections(let count):
+                s.connections = count
             case .progress(let offset, let total, _):
                 s.lastOffset = offset
                 s.total = total ?? s.total
@@ -106,7 +110,8 @@ public final class ProgressRenderer: Sendable {
                 s.lastDraw = now
                 let line = Self.barLine(offset: offset, total: s.total, resumed: s.resumed,
                                         rate: Double(offset - min(offset, s.attemptOffset)) / max(now.timeIntervalSince(s.attemptStart), 0.001),
-                                        columns: Self.terminalColumns())
+                                        columns: Self.terminalColumns(),
+                                        connections: s.connections)
                 write("\r\u{1b}[2K" + line)
                 s.drawn = true
             case .done, .error:
@@ -122,7 +127,8 @@ public final class ProgressRenderer: Sendable {
     /// some terminals, and every redraw would leave a stale line behind). Parts go in order
     /// of least use when space is short: the bar shrinks, then ETA, rate, "(resumed)" and
     /// the bar itself go; the byte counts stay (cut as a last resort).
-    static func barLine(offset: UInt64, total: UInt64?, resumed: Bool, rate: Double, columns: Int = 80) -> String {
+    static func barLine(offset: UInt64, total: UInt64?, resumed: Bool, rate: Double, columns: Int = 80,
+                        connections: Int? = nil) -> String {
         let room = max(1, columns - 1)
         var fraction: Double?
         var counts = formatBytes(offset)
@@ -134,10 +140,11 @@ public final class ProgressRenderer: Sendable {
         let speed = hasRate ? "\(formatRate(rate))/s" : nil
         let eta = hasRate ? total.map { "ETA \(formatDuration(Double($0 - min($0, offset)) / rate))" } : nil
         let mark = resumed ? "(resumed)" : nil
+        let conns = connections.map { "×\($0) conn" }
         // From the fullest line to the barest; the first that fits is drawn.
         let variants: [(bar: Int, parts: [String?])] = [
-            (24, [counts, speed, eta, mark]), (10, [counts, speed, eta, mark]), (10, [counts, speed, mark]),
-            (0, [counts, speed, mark]), (0, [counts, mark]), (0, [counts]),
+            (24, [counts, speed, eta, conns, mark]), (10, [counts, speed, eta, conns, mark]),
+            (10, [counts, speed, conns, mark]), (0, [counts, speed, conns, mark]), (0, [counts, mark]), (0, [counts]),
         ]
         for variant in variants {
             var parts = variant.parts.compactMap { $0 }
@@ -183,6 +190,7 @@ public final class ProgressRenderer: Sendable {
                 object["source_offset"] = s.lastOffset
                 object["output_bytes"] = output
                 if let total { object["total"] = total }
+                if let connections = s.connections { object["connections"] = connections }
             case .retry(let attempt, let delay, let reason):
                 object["event"] = "retry"
                 object["attempt"] = attempt
@@ -208,10 +216,14 @@ public final class ProgressRenderer: Sendable {
                 object["source_offset"] = sourceBytes
                 object["output_bytes"] = outputBytes
                 object["seconds"] = seconds
+                if let connections = s.connections { object["connections"] = connections }
             case .error(let error):
                 object["event"] = "error"
                 object["exit_code"] = Int(error.exitCode)
                 object["message"] = DisplayText.escaped(error.description)
+            case .connections(let count):
+                s.connections = count
+                return  // shown in the progress and done lines
             case .notice:
                 return  // the JSON lines keep their documented set of events
             }

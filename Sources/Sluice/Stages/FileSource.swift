@@ -15,13 +15,18 @@ public final class FileSource: ByteSource {
     private var position: UInt64
     private let buffer: UnsafeMutableRawBufferPointer
     private let control: RunControl?
+    /// A FIFO or device: reads wait in poll(), where a stop reaches them.
+    private let mayBlock: Bool
 
     public init(path: String, resumeFrom saved: SourceState? = nil, control: RunControl? = nil,
                 chunkSize: Int = 256 * 1024) throws {
         self.path = path
         self.control = control
-        fd = open(path, O_RDONLY | O_CLOEXEC)
+        // O_NONBLOCK: opening a FIFO no writer has opened yet would block, deaf to a stop;
+        // reads then wait in poll() instead (`POSIX.waitReady`), so it is cleared again.
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         guard fd >= 0 else { throw SluiceError.io(path: path, operation: "open", errno: errno) }
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)
         var st = stat()
         guard fstat(fd, &st) == 0 else {
             let code = errno
@@ -29,6 +34,7 @@ public final class FileSource: ByteSource {
             throw SluiceError.io(path: path, operation: "stat", errno: code)
         }
         size = UInt64(st.st_size)
+        mayBlock = POSIX.mayBlock(fd)
         modified = Self.modificationStamp(st)
         isRegular = (st.st_mode & S_IFMT) == S_IFREG
         position = saved?.offset ?? 0
@@ -65,7 +71,7 @@ public final class FileSource: ByteSource {
     public func run(into sink: ByteSink) throws {
         while true {
             try control?.check()
-            let n = try POSIX.read(fd, into: buffer, path: path)
+            let n = try POSIX.read(fd, into: buffer, path: path, control: control, mayBlock: mayBlock)
             if n == 0 {
                 // A file cut short while being read (truncated, rotated) ends early: what
                 // came out is neither the file as it was nor as it is now.

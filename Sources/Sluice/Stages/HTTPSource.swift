@@ -73,13 +73,31 @@ public final class HTTPSource: ByteSource {
                            lastModifiedIsStrong: seen?.lastModifiedIsStrong == true ? true : nil)
     }
 
-    /// Attempts until the whole resource is delivered; between attempts `RetryPolicy` decides.
+    /// The connection count asked for (nil: the default rule).
+    var connections: Int? { options.connections }
+
     public func run(into sink: ByteSink) throws {
-        guard let transfer = CurlTransfer(options: options) else {
+        let deadline = options.maxTime.map { Monotonic.seconds() + $0 }
+        // One connection is today's single transfer, exactly; otherwise MultiFetch decides
+        // from the first response how many to open (and may still use one).
+        guard options.connections == 1 else {
+            return try MultiFetch(source: self, options: options, control: control)
+                .run(from: startOffset, deadline: deadline, into: sink)
+        }
+        try transfer(from: startOffset, deadline: deadline, into: sink, control: control)
+    }
+
+    /// Attempts until the whole resource is delivered (or up to `until`, asked for as a bounded
+    /// range); between attempts `RetryPolicy` decides. `screen` sees every final response head
+    /// before the ResumeJudge and may override its verdict (MultiFetch's extra connections);
+    /// `connection` is a handle to reuse (one per MultiFetch connection), or nil for a new one.
+    func transfer(from first: UInt64, until: UInt64? = nil, deadline: Double?, into sink: ByteSink,
+                  control: RunControl, over connection: CurlTransfer? = nil,
+                  screen: ((HTTPResponseHead) -> ResponseVerdict?)? = nil) throws {
+        guard let transfer = connection ?? CurlTransfer(options: options) else {
             throw SluiceError.transfer(url: shownURL, reason: "libcurl could not be initialised")
         }
-        let deadline = options.maxTime.map { Monotonic.seconds() + $0 }
-        var offset = startOffset
+        var offset = first
         // Where the last redirect chain ended: later attempts of this run go straight there.
         var location = start
         var streak = RetryPolicy.Streak()
@@ -88,7 +106,8 @@ public final class HTTPSource: ByteSource {
             let before = offset
             let failure: FetchFailure
             do {
-                try attempt(transfer, from: &location, offset: &offset, deadline: deadline, into: sink)
+                try attempt(transfer, from: &location, offset: &offset, until: until, deadline: deadline, into: sink,
+                            control: control, screen: screen)
                 return
             } catch let caught as FetchFailure {
                 failure = caught
@@ -113,7 +132,8 @@ public final class HTTPSource: ByteSource {
     /// Returns when the whole resource has been delivered; throws FetchFailure (or the
     /// sink's error, or the run's failure when stopped). `AttemptJudge` decides each step.
     private func attempt(_ transfer: CurlTransfer, from location: inout FetchURL, offset: inout UInt64,
-                         deadline: Double?, into sink: ByteSink) throws {
+                         until: UInt64?, deadline: Double?, into sink: ByteSink, control: RunControl,
+                         screen: ((HTTPResponseHead) -> ResponseVerdict?)?) throws {
         var current = location
         var hops = 0
         let limits = TransferLimits(stallTimeout: options.stallTimeout, speedLimit: options.speedLimit,
@@ -123,9 +143,10 @@ public final class HTTPSource: ByteSource {
             let requested = offset
             let judge = ResumeJudge(offset: requested, known: known, server: current.authority,
                                     requireProof: requireProof && requested == startOffset)
-            let outcome = transfer.perform(request(for: current, offset: offset, known: known), offset: requested,
-                                           into: sink, control: control, limits: limits) { [self] head in
-                let verdict = judge.judge(head)
+            let outcome = transfer.perform(request(for: current, offset: offset, until: until, known: known),
+                                           offset: requested, into: sink, control: control,
+                                           limits: limits) { [self] head in
+                let verdict = screen?(head) ?? judge.judge(head)
                 // Recorded before the first byte moves, so every cut carries them.
                 if case .deliver(_, let seen, _) = verdict, requested == 0 || known == nil {
                     firstSeen.withLock { $0 = seen }
@@ -142,6 +163,8 @@ public final class HTTPSource: ByteSource {
             case nil: break
             }
             if case .deliver? = outcome.verdict { location = current }
+            // A segment: everything asked for has arrived.
+            if let until, offset >= until, case .deliver? = outcome.verdict { return }
             let facts = PerformFacts(code: outcome.code, message: outcome.message, verdict: outcome.verdict, trip: trip,
                                      skipLeft: outcome.skipLeft, requested: requested, offset: offset,
                                      knownTotal: firstSeen.withLock { $0?.totalLength })
@@ -159,10 +182,13 @@ public final class HTTPSource: ByteSource {
         }
     }
 
-    private func request(for url: FetchURL, offset: UInt64, known: FetchValidators?) -> CurlRequest {
+    private func request(for url: FetchURL, offset: UInt64, until: UInt64?, known: FetchValidators?) -> CurlRequest {
         if url.isFile { return CurlRequest(url: url, headers: [], resumeFrom: offset) }
         var headers = redirects.headers(userHeaders, for: url)
-        if offset > 0 {
+        if let until, until > offset {
+            headers.append("Range: bytes=\(offset)-\(until - 1)")
+            if let ifRange = known?.ifRange { headers.append("If-Range: \(ifRange)") }
+        } else if offset > 0 {
             headers.append("Range: bytes=\(offset)-")
             if let ifRange = known?.ifRange { headers.append("If-Range: \(ifRange)") }
         }
@@ -195,9 +221,13 @@ extension StageKind {
             try URLCheck.validate(text)
             return text
         }],
+        options: [.integer("connections", "ranged connections, delivered in order (default: 4 when the server"
+                           + " answers ranges and at least 64 MiB remain, else 1)", in: 1...MultiFetch.maxConnections).transport()],
         summary: "source: http://, https://, file:// (libcurl); resumed with Range/If-Range",
         nsPerByte: 0.3
     ) { spec, context, saved in
-        try HTTPSource(url: spec.arguments[0], options: context.options.http, resumeFrom: saved, control: context.control)
+        var http = context.options.http
+        if let connections = spec.option("connections").flatMap({ Int($0) }) { http.connections = connections }
+        return try HTTPSource(url: spec.arguments[0], options: http, resumeFrom: saved, control: context.control)
     }
 }

@@ -121,6 +121,9 @@ public struct StageOption: Sendable {
     public let name: String
     public let valueName: String
     public let summary: String
+    /// Changes how bytes travel, not which bytes arrive: left out of the checkpoint's
+    /// identity, so a rerun may change it (`fetch … connections=N`).
+    public private(set) var isTransport = false
     let check: @Sendable (String) throws(StageWordError) -> String
 
     init(_ name: String, _ valueName: String, _ summary: String,
@@ -129,6 +132,13 @@ public struct StageOption: Sendable {
         self.valueName = valueName
         self.summary = summary
         self.check = check
+    }
+
+    /// This option, marked as a transport option (see `isTransport`).
+    func transport() -> StageOption {
+        var option = self
+        option.isTransport = true
+        return option
     }
 }
 

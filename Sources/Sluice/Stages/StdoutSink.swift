@@ -13,6 +13,13 @@ public struct StdoutSinkState: StageStateValue {
     /// Which file stdout was (device and inode): a resume or `--restart` cuts back only that file.
     public var file: FileIdentity?
 
+    public init(bytesWritten: UInt64, fileSize: UInt64? = nil, startFileSize: UInt64? = nil, file: FileIdentity? = nil) {
+        self.bytesWritten = bytesWritten
+        self.fileSize = fileSize
+        self.startFileSize = startFileSize
+        self.file = file
+    }
+
     public var position: StagePosition { StagePosition(input: bytesWritten, output: bytesWritten) }
 }
 
@@ -27,14 +34,17 @@ public final class StdoutSink: TerminalSink {
     private let isFile: Bool
     private let startFileSize: UInt64?
     private let identity: FileIdentity?
+    /// For a pipe, FIFO, terminal or socket: writes that a stop can interrupt.
+    private let stoppable: StoppableWriter?
     /// What the resume did to stdout, for the run's report.
     public private(set) var resumeNote: String?
 
-    public init(fd: Int32 = STDOUT_FILENO, restoring state: StdoutSinkState? = nil) throws {
+    public init(fd: Int32 = STDOUT_FILENO, restoring state: StdoutSinkState? = nil, control: RunControl? = nil) throws {
         self.fd = fd
         let facts = POSIX.fstatFacts(fd)
         isFile = facts?.kind == .regular
         identity = isFile ? facts?.identity : nil
+        stoppable = StoppableWriter(fd: fd, path: "stdout", control: control)
         bytesWritten = state?.bytesWritten ?? 0
         startFileSize = state?.startFileSize ?? (isFile ? facts?.size : nil)
         guard let state else { return }
@@ -79,7 +89,7 @@ public final class StdoutSink: TerminalSink {
     }
 
     public func write(_ bytes: UnsafeRawBufferPointer) throws {
-        try POSIX.writeAll(fd, bytes, path: "stdout")
+        if let stoppable { try stoppable.writeAll(bytes) } else { try POSIX.writeAll(fd, bytes, path: "stdout") }
         bytesWritten &+= UInt64(bytes.count)
     }
 
@@ -105,7 +115,7 @@ extension StageKind {
     static let stdout = StageKind.sink(
         "stdout", summary: "sink: writes standard output", nsPerByte: 0.5, state: StdoutSinkState.self,
         output: { _ in nil }
-    ) { _, _, saved in
-        try StdoutSink(restoring: saved)
+    ) { _, context, saved in
+        try StdoutSink(restoring: saved, control: context.control)
     }
 }

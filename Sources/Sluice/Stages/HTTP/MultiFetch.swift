@@ -1,0 +1,347 @@
+import Foundation
+import Synchronization
+
+/// `fetch URL connections=N`: several ranged connections, each its own easy handle on its
+/// own thread, delivered strictly in order into the pipeline.
+///
+/// The first connection (the head) makes exactly the request a single transfer would and
+/// streams straight into the pipeline. Its first response decides the plan: when the server
+/// answers ranges, carries a strong ETag or a Last-Modified and a length, and enough remains,
+/// the rest is cut into segments (SegmentPlanner) that further connections fetch into a
+/// bounded ReorderWindow; the head stops at the end of its first segment and this thread then
+/// passes the window's bytes on in order. Every connection retries its segment with the
+/// single transfer's policy at the segment's own offset; each response is judged against the
+/// first one's validators, so a change is "the remote changed" exactly as for one connection.
+/// An extra connection answered 200, 416, 429 or 503 closes (down to one) with a notice.
+/// The source offset the pipeline sees is always the in-order point, so checkpoints are exact.
+final class MultiFetch: @unchecked Sendable {
+    // @unchecked Sendable: every mutable field lives in `shared`, a Mutex, except `deadline`,
+    // which `run` sets before it starts any thread.
+
+    /// Default rule (documented in the README): this many connections when the server answers
+    /// ranges and at least `Tuning.autoThreshold` bytes remain; otherwise one.
+    static let autoConnections = 4
+    static let maxConnections = 32
+    /// The largest piece passed downstream at once (checkpoint barriers fall between pieces).
+    static let deliveryPiece = 256 << 10
+
+    /// Sizes; tests shrink them to exercise many segments with little data.
+    struct Tuning: Sendable {
+        var autoThreshold: UInt64 = 64 << 20
+        /// Bytes held ahead of the in-order point, whatever the number of connections.
+        var windowBytes = 12 << 20
+        /// Segments are the window shared out among the connections, within these bounds.
+        var minimumSegment: UInt64 = 512 << 10
+        var maximumSegment: UInt64 = 16 << 20
+        var minimumSplit: UInt64 = 256 << 10
+    }
+
+    private let source: HTTPSource
+    private let options: HTTPOptions
+    private let control: RunControl
+    /// What every connection runs under: stopping it stops them all, not the run.
+    private let connectionControl: RunControl
+    private let shared = Mutex(Shared())
+    private let workers = DispatchGroup()
+    /// Set by `run` before any connection starts.
+    private var deadline: Double?
+
+    private struct Shared {
+        /// Set once, by the head's first 200/206.
+        var decided = false
+        var planner: SegmentPlanner?
+        var window: ReorderWindow?
+        /// The head connection's segment.
+        var headID: Int?
+        /// Connections that will ask for work again.
+        var alive = 0
+
+        mutating func take(windowEnd: UInt64) -> SegmentPlanner.Segment? {
+            if let segment = planner?.take(windowEnd: windowEnd) { return segment }
+            alive -= 1
+            return nil
+        }
+
+        /// An extra connection may close unless it is the last one.
+        mutating func retire() -> Bool {
+            guard alive > 1 else { return false }
+            alive -= 1
+            return true
+        }
+    }
+
+    init(source: HTTPSource, options: HTTPOptions, control: RunControl) {
+        self.source = source
+        self.options = options
+        self.control = control
+        connectionControl = RunControl(progress: control.progress)
+    }
+
+    /// `deadline`: --max-time's end on the monotonic clock, for every connection alike.
+    func run(from start: UInt64, deadline: Double?, into sink: ByteSink) throws {
+        self.deadline = deadline
+        // Phase 1: the head connection, on its own thread so this one can watch the run.
+        let head = HeadSink(next: sink, offset: start, fetch: self)
+        let headEnded = DispatchSemaphore(value: 0)
+        let result = Mutex<Error?>(nil)
+        // A thread that cannot start is exit 6, not a wait for a head that never runs.
+        try EngineThread.start("sluice.fetch.1") { [self] in
+            do {
+                try source.transfer(from: start, deadline: deadline, into: head, control: connectionControl) { [self] in
+                    plan(from: $0, start: start)
+                }
+            } catch {
+                result.withLock { $0 = error }
+            }
+            headEnded.signal()
+        }
+        while headEnded.wait(timeout: .now() + .milliseconds(50)) == .timedOut {
+            if control.isStopped || reorderWindow?.failed != nil { connectionControl.fail(.cancelled) }
+        }
+        let headError = result.withLock { $0 }
+        if let headError, (headError as? MultiFetchCut) != .head { throw stopAll(headError) }
+
+        // Phase 2: this thread passes the window on in order; a new connection takes the
+        // head's place.
+        let (planned, end) = shared.withLock { state -> (ReorderWindow?, UInt64?) in
+            if let id = state.headID { state.planner?.finish(id) }
+            return (state.window, state.planner?.end)
+        }
+        guard let window = planned, let end else { return }  // one connection did it all
+        if headError != nil { startConnection(name: "head") }
+        let stopped = { [control] () -> Error? in control.isStopped ? (control.failure ?? .cancelled) : nil }
+        do {
+            while window.inOrderOffset < end {
+                try window.deliver(limit: Self.deliveryPiece, stopped: stopped) { try sink.write($0) }
+            }
+        } catch {
+            throw stopAll(error)
+        }
+        workers.wait()
+    }
+
+    /// Stops every connection and waits for them; returns the error that explains the run's
+    /// end: the run's own failure first, then a connection's, then `error`.
+    private func stopAll(_ error: Error) -> Error {
+        let window = reorderWindow
+        window?.fail(error)
+        connectionControl.fail(.cancelled)
+        workers.wait()
+        if control.isStopped { return control.failure ?? .cancelled }
+        return window?.failed ?? error
+    }
+
+    // MARK: the plan
+
+    /// The head's screen: its first 200/206 decides how many connections to use. Never
+    /// overrides the ResumeJudge.
+    private func plan(from head: HTTPResponseHead, start: UInt64) -> ResponseVerdict? {
+        guard let status = head.status, status == 206 || (status == 200 && start == 0),
+              shared.withLock({ state in
+                  defer { state.decided = true }
+                  return !state.decided
+              }) else { return nil }
+        let total = status == 206 ? head.contentRange?.total : head.contentLength
+        guard let total, total > start else { return nil }
+        let remaining = total - start
+        let tuning = options.tuning
+        let wanted = min(options.connections ?? (remaining >= tuning.autoThreshold ? Self.autoConnections : 1),
+                         Self.maxConnections)
+        guard wanted > 1 else { return nil }
+
+        let answersRanges = status == 206 || (head["accept-ranges"]?.lowercased().contains("bytes") ?? false)
+        let validators = head.validators
+        let identified = validators.etag.map { !$0.hasPrefix("W/") } ?? false || validators.lastModified != nil
+        guard answersRanges && identified else {
+            let why = answersRanges ? "sends no strong ETag or Last-Modified to check ranges against"
+                                    : "does not answer range requests"
+            if options.connections != nil {
+                control.progress.emit(.notice("\(head.statusText) from a server that \(why): using one connection"))
+            }
+            return nil
+        }
+        let size = min(max(UInt64(tuning.windowBytes / wanted), tuning.minimumSegment), tuning.maximumSegment)
+        guard var planner = SegmentPlanner(start: start, end: total, segmentSize: size, minimumSplit: tuning.minimumSplit),
+              let first = planner.take(), !planner.isExhausted else { return nil }
+        let segments = 1 + (remaining - (first.end - first.start) + size - 1) / size
+        let count = Int(min(UInt64(wanted), segments))
+        let window = ReorderWindow(capacity: tuning.windowBytes, base: start)
+        shared.withLock {
+            $0.planner = planner
+            $0.window = window
+            $0.headID = first.id
+            $0.alive = count
+        }
+        return nil
+    }
+
+    /// The other connections, started once the head's first bytes have moved (by then the
+    /// validators every response is judged against are recorded).
+    fileprivate func startConnections() {
+        let count = shared.withLock { $0.alive }
+        control.progress.emit(.connections(count))
+        for number in 2...max(2, count) where number <= count { startConnection(name: String(number)) }
+    }
+
+    private func startConnection(name: String) {
+        workers.enter()
+        do {
+            try EngineThread.start("sluice.fetch.\(name)") { [self] in
+                work()
+                workers.leave()
+            }
+        } catch {
+            // Ends the run with that error (exit 6) rather than waiting for a connection
+            // that never runs.
+            workers.leave()
+            reorderWindow?.fail(error)
+        }
+    }
+
+    // MARK: one connection
+
+    private func work() {
+        guard let window = reorderWindow, let connection = CurlTransfer(options: options) else {
+            reorderWindow?.fail(SluiceError.transfer(url: source.state(at: 0).location, reason: "libcurl could not be initialised"))
+            return
+        }
+        let known = FetchValidators(source.state(at: 0))
+        while let segment = shared.withLock({ $0.take(windowEnd: window.inOrderOffset.addingClamped(UInt64(window.capacity))) }) {
+            let retired = RetiredBy()
+            let sink = SegmentSink(id: segment.id, offset: segment.start, window: window, fetch: self)
+            do {
+                try source.transfer(from: segment.start, until: segment.end, deadline: deadline, into: sink,
+                                    control: connectionControl, over: connection) { [self] head in screen(head, known: known, retired: retired) }
+            } catch MultiFetchCut.segment {
+            } catch {
+                if retired.reason != nil {
+                    shared.withLock { $0.planner?.giveBack(segment.id) }
+                    return
+                }
+                window.fail(error)
+                return
+            }
+            shared.withLock { $0.planner?.finish(segment.id) }
+        }
+    }
+
+    /// An extra connection answered in a way that says "fewer connections, please": it
+    /// closes (unless it is the last), and its segment goes back to the others. A changed
+    /// resource is left to the ResumeJudge.
+    private func screen(_ head: HTTPResponseHead, known: FetchValidators, retired: RetiredBy) -> ResponseVerdict? {
+        guard let status = head.status, [200, 416, 429, 503].contains(status) else { return nil }
+        if retired.reason == nil {
+            if status == 200 || status == 416 {
+                var seen = head.validators
+                seen.totalLength = status == 200 ? head.contentLength : head.contentRange?.total
+                if known.contradiction(by: seen) != nil { return nil }
+            }
+            let reason = "HTTP \(head.statusText)"
+            let closed = shared.withLock { state in
+                guard state.retire() else { return false }
+                // Under the lock, so the counts reach the user in the order they fell.
+                let left = state.alive
+                control.progress.emit(.notice("\(reason) to an extra range request; continuing with \(left)"
+                                              + " connection\(left == 1 ? "" : "s")"))
+                control.progress.emit(.connections(left))
+                return true
+            }
+            guard closed else { return nil }
+            retired.reason = reason
+        }
+        return .failed(.permanent("closing this connection"))
+    }
+
+    /// How many of `count` bytes at the segment's claimed position belong to it.
+    fileprivate func claim(_ id: Int, count: Int) -> Int {
+        Int(shared.withLock { $0.planner?.claim(id, count: UInt64(count)) ?? 0 })
+    }
+
+    /// The head's segment and the window, once there is a plan.
+    fileprivate var headPlan: (id: Int, window: ReorderWindow)? {
+        shared.withLock { state in
+            guard let id = state.headID, let window = state.window else { return nil }
+            return (id, window)
+        }
+    }
+    fileprivate var reorderWindow: ReorderWindow? { shared.withLock { $0.window } }
+    fileprivate var connectionsStopped: Error? {
+        connectionControl.isStopped ? (connectionControl.failure ?? .cancelled) : nil
+    }
+}
+
+/// Why an extra connection closed, set by its screen.
+private final class RetiredBy {
+    var reason: String?
+}
+
+/// The head connection's sink: straight into the pipeline; once a plan exists, only up to
+/// the end of the head's segment.
+// @unchecked Sendable: handed to the head thread, the only one that ever calls it.
+private final class HeadSink: ByteSink, @unchecked Sendable {
+    private let next: ByteSink
+    private var offset: UInt64
+    private unowned let fetch: MultiFetch
+    private var started = false
+
+    init(next: ByteSink, offset: UInt64, fetch: MultiFetch) {
+        self.next = next
+        self.offset = offset
+        self.fetch = fetch
+    }
+
+    func write(_ bytes: UnsafeRawBufferPointer) throws {
+        guard let (id, window) = fetch.headPlan else {
+            try next.write(bytes)
+            return
+        }
+        if !started {
+            started = true
+            fetch.startConnections()
+        }
+        let count = fetch.claim(id, count: bytes.count)
+        if count > 0 {
+            try next.write(UnsafeRawBufferPointer(rebasing: bytes[..<count]))
+            offset += UInt64(count)
+            window.advance(to: offset)
+        }
+        if count < bytes.count { throw MultiFetchCut.head }
+    }
+
+    func barrier(_ cut: Cut) throws { try next.barrier(cut) }
+    func finish() throws { try next.finish() }
+}
+
+/// An extra connection's sink: into the reorder window at the segment's offsets.
+private final class SegmentSink: ByteSink {
+    private let id: Int
+    private var offset: UInt64
+    private let window: ReorderWindow
+    private unowned let fetch: MultiFetch
+
+    init(id: Int, offset: UInt64, window: ReorderWindow, fetch: MultiFetch) {
+        self.id = id
+        self.offset = offset
+        self.window = window
+        self.fetch = fetch
+    }
+
+    func write(_ bytes: UnsafeRawBufferPointer) throws {
+        let count = fetch.claim(id, count: bytes.count)
+        if count > 0 {
+            try window.put(UnsafeRawBufferPointer(rebasing: bytes[..<count]), at: offset) { fetch.connectionsStopped }
+            offset += UInt64(count)
+        }
+        // A split gave the rest of this segment to another connection.
+        if count < bytes.count { throw MultiFetchCut.segment }
+    }
+
+    func barrier(_ cut: Cut) throws {}
+    func finish() throws {}
+}
+
+/// A connection reached the (possibly lowered) end of its segment mid-response.
+enum MultiFetchCut: Error {
+    case head
+    case segment
+}

@@ -1,0 +1,340 @@
+import Foundation
+import XCTest
+#if canImport(Glibc)
+import Glibc
+#endif
+@testable import Sluice
+
+/// The relay in its three parts: the locked queue, the producer's batching, and the
+/// whole relay with a real consumer thread. Every wait is bounded, so a bug that would
+/// hang shows up as a failure instead.
+final class RelayTests: XCTestCase {
+    private static let guardTimeout: TimeInterval = 30
+
+    // MARK: RelayQueue
+
+    func testQueueLendsEachBufferOnceAndTakesItBack() throws {
+        let queue = RelayQueue(bufferCount: 3)
+        let lent = try (0..<3).map { _ in try queue.acquire() }
+        XCTAssertEqual(Set(lent), [0, 1, 2])
+        queue.release(lent[1])
+        XCTAssertEqual(try queue.acquire(), lent[1])
+    }
+
+    func testQueueHandsItemsOverInOrder() {
+        let queue = RelayQueue(bufferCount: 2)
+        let cut = Self.cut()
+        queue.send(.data(buffer: 1, count: 10))
+        queue.send(.barrier(cut))
+        queue.send(.data(buffer: 0, count: 7))
+        queue.send(.finish)
+        XCTAssertEqual(Self.describe(queue.take().item), "data 1:10")
+        let barrier = queue.take().item
+        guard case .barrier(let taken) = barrier else { return XCTFail("expected the barrier, got \(barrier)") }
+        XCTAssertTrue(taken === cut)
+        XCTAssertEqual(Self.describe(queue.take().item), "data 0:7")
+        XCTAssertEqual(Self.describe(queue.take().item), "finish")
+    }
+
+    func testQueueFailureReachesTheProducerAndTheConsumer() throws {
+        let queue = RelayQueue(bufferCount: 1)
+        _ = try queue.acquire()
+        queue.send(.data(buffer: 0, count: 1))
+        queue.record(SluiceError.io(path: "x", operation: "write to", errno: EIO))
+        queue.record(SluiceError.cancelled)  // only the first failure counts
+        XCTAssertThrowsError(try queue.throwIfFailed()) { XCTAssertEqual($0 as? SluiceError, .io(path: "x", operation: "write to", errno: EIO)) }
+        XCTAssertThrowsError(try queue.acquire()) { XCTAssertEqual($0 as? SluiceError, .io(path: "x", operation: "write to", errno: EIO)) }
+        XCTAssertTrue(queue.take().failed, "the consumer learns that items after a failure are only to be dropped")
+    }
+
+    func testQueueFailureWakesAProducerWaitingForABuffer() throws {
+        let queue = RelayQueue(bufferCount: 1)
+        _ = try queue.acquire()
+        let woke = expectation(description: "the waiting producer gives up")
+        Thread.detachNewThread {
+            if (try? queue.acquire()) == nil { woke.fulfill() }
+        }
+        queue.record(SluiceError.cancelled)
+        wait(for: [woke], timeout: Self.guardTimeout)
+    }
+
+    func testStopQueuesOneStopAndWaitsForTheConsumer() {
+        let queue = RelayQueue(bufferCount: 1)
+        let taken = LockedList<String>()
+        Thread.detachNewThread {
+            while true {
+                let item = queue.take().item
+                taken.append(Self.describe(item))
+                if case .stop = item { break }
+            }
+            queue.consumerExited()
+        }
+        queue.send(.data(buffer: 0, count: 3))
+        let stopped = expectation(description: "stopConsumer returns")
+        Thread.detachNewThread {
+            queue.stopConsumer()
+            queue.stopConsumer()  // a second close finds the consumer gone and returns
+            stopped.fulfill()
+        }
+        wait(for: [stopped], timeout: Self.guardTimeout)
+        XCTAssertEqual(taken.items, ["data 0:3", "stop"])
+    }
+
+    func testFinishWaitsForTheConsumerAndThrowsItsFailure() {
+        let queue = RelayQueue(bufferCount: 1)
+        Thread.detachNewThread {
+            _ = queue.take()
+            queue.record(SluiceError.checksumMismatch(expected: "a", actual: "b"))
+            queue.consumerExited()
+        }
+        queue.send(.finish)
+        XCTAssertThrowsError(try queue.waitForConsumer()) {
+            XCTAssertEqual($0 as? SluiceError, .checksumMismatch(expected: "a", actual: "b"))
+        }
+    }
+
+    // MARK: RelayBatcher
+
+    func testSmallWritesAreGatheredIntoOneBuffer() throws {
+        let (batcher, queue, buffers) = Self.batcher(bufferSize: 64)
+        defer { buffers.forEach { $0.deallocate() } }
+        try batcher.write(bytes: "abc")
+        try batcher.write(bytes: "def")
+        batcher.flush()
+        queue.send(.finish)
+        let item = queue.take().item
+        guard case .data(let index, let count) = item else { return XCTFail("expected data, got \(item)") }
+        XCTAssertEqual(Array(buffers[index][0..<count]), Array("abcdef".utf8))
+        XCTAssertEqual(Self.describe(queue.take().item), "finish", "one buffer for both writes")
+    }
+
+    func testAFullBufferGoesOutAtOnceAndTheRestFollows() throws {
+        let (batcher, queue, buffers) = Self.batcher(bufferSize: 4)
+        defer { buffers.forEach { $0.deallocate() } }
+        try batcher.write(bytes: "0123456")
+        guard case .data(let first, let count) = queue.take().item else { return XCTFail("a full buffer was not sent") }
+        XCTAssertEqual(Array(buffers[first][0..<count]), Array("0123".utf8))
+        batcher.flush()
+        guard case .data(let second, let rest) = queue.take().item else { return XCTFail("the rest was not sent") }
+        XCTAssertEqual(Array(buffers[second][0..<rest]), Array("456".utf8))
+    }
+
+    func testAPartlyFilledBufferGoesOutOnceItIsStale() throws {
+        let clock = LockedValue<UInt64>(1_000)
+        let (batcher, queue, buffers) = Self.batcher(bufferSize: 64, now: { clock.value })
+        defer { buffers.forEach { $0.deallocate() } }
+        try batcher.write(bytes: "a")
+        clock.value += RelayBatcher.maxDelay - 1
+        try batcher.write(bytes: "b")
+        queue.send(.finish)
+        XCTAssertEqual(Self.describe(queue.take().item), "finish", "sent before maxDelay passed")
+
+        let (late, lateQueue, lateBuffers) = Self.batcher(bufferSize: 64, now: { clock.value })
+        defer { lateBuffers.forEach { $0.deallocate() } }
+        try late.write(bytes: "a")
+        clock.value += RelayBatcher.maxDelay
+        try late.write(bytes: "b")
+        guard case .data(let index, let count) = lateQueue.take().item else { return XCTFail("a stale buffer was kept") }
+        XCTAssertEqual(Array(lateBuffers[index][0..<count]), Array("ab".utf8))
+    }
+
+    func testBorrowedRoomIsCommittedAndTooLittleRoomSendsTheBufferFirst() throws {
+        let size = RelayBatcher.minimumRoom * 2
+        let (batcher, queue, buffers) = Self.batcher(bufferSize: size)
+        defer { buffers.forEach { $0.deallocate() } }
+        let room = try batcher.borrow()
+        XCTAssertEqual(room.count, size)
+        room.storeBytes(of: 0x5A, toByteOffset: 0, as: UInt8.self)
+        batcher.commit(size - RelayBatcher.minimumRoom + 1)
+        // Less than minimumRoom is left: the next borrow sends this buffer and lends a fresh one.
+        let fresh = try batcher.borrow()
+        XCTAssertEqual(fresh.count, size)
+        batcher.commit(0)
+        guard case .data(let index, let count) = queue.take().item else { return XCTFail("the nearly full buffer was not sent") }
+        XCTAssertEqual(count, size - RelayBatcher.minimumRoom + 1)
+        XCTAssertEqual(buffers[index][0], 0x5A)
+    }
+
+    func testFlushingAnEmptyBufferReturnsItToThePool() throws {
+        let (batcher, queue, buffers) = Self.batcher(bufferSize: 64, count: 1)
+        defer { buffers.forEach { $0.deallocate() } }
+        _ = try batcher.borrow()
+        batcher.commit(0)
+        batcher.flush()
+        XCTAssertEqual(try queue.acquire(), 0, "the only buffer is free again")
+    }
+
+    // MARK: Relay
+
+    func testBytesAndBarriersArriveInOrderAndFinishReachesTheSink() throws {
+        let sink = RecordingSink()
+        let control = Self.control()
+        let relay = try Relay(next: sink, control: control, name: "test", bufferCount: 2, bufferSize: 8)
+        var expected: [String] = []
+        for round in 0..<20 {
+            let chunk = [UInt8](repeating: UInt8(round), count: round % 13)
+            try relay.write(chunk)
+            expected.append(contentsOf: chunk.map { "\($0)" })
+            if round % 4 == 3 {
+                try relay.barrier(Self.cut())
+                expected.append("|")
+            }
+        }
+        try relay.finish()
+        expected.append("end")
+        XCTAssertEqual(sink.log, expected)
+    }
+
+    func testAFailureDownstreamStopsTheRunAndReachesTheProducer() throws {
+        let sink = RecordingSink(failAfter: 3, with: .io(path: "out", operation: "write to", errno: ENOSPC))
+        let control = Self.control()
+        let relay = try Relay(next: sink, control: control, name: "test", bufferCount: 2, bufferSize: 4)
+        var thrown: Error?
+        do {
+            for _ in 0..<1_000 { try relay.write([1, 2, 3, 4]) }
+            try relay.finish()
+        } catch {
+            thrown = error
+        }
+        XCTAssertEqual(thrown as? SluiceError, .io(path: "out", operation: "write to", errno: ENOSPC))
+        XCTAssertTrue(control.isStopped)
+        XCTAssertEqual(control.failure, .io(path: "out", operation: "write to", errno: ENOSPC))
+        relay.close()
+    }
+
+    /// A producer waits for a buffer while the consumer is stuck in a write that only a
+    /// stop ends (as stdout's is when its reader stopped reading): cancelling the run
+    /// releases both, and close() returns.
+    func testCancellingTheRunReleasesAProducerBlockedBehindAStuckConsumer() throws {
+        var fds: [Int32] = [0, 0]
+        XCTAssertEqual(pipe(&fds), 0)
+        defer { close(fds[0]); close(fds[1]) }
+        let control = Self.control()
+        let sink = StuckSink(fd: fds[0], control: control)
+        let relay = try Relay(next: sink, control: control, name: "test", bufferCount: 2, bufferSize: 4)
+        let producerDone = expectation(description: "the producer is released")
+        let outcome = LockedValue<Error?>(nil)
+        Thread.detachNewThread {
+            do {
+                // More than the two buffers hold: the producer ends up waiting for one.
+                for _ in 0..<100 { try relay.write([1, 2, 3, 4]) }
+                try relay.finish()
+            } catch {
+                outcome.value = error
+            }
+            producerDone.fulfill()
+        }
+        XCTAssertTrue(sink.entered.wait(timeout: .now() + Self.guardTimeout) == .success, "the consumer never wrote")
+        control.cancel()
+        wait(for: [producerDone], timeout: Self.guardTimeout)
+        XCTAssertEqual(outcome.value as? SluiceError, .cancelled)
+        relay.close()
+    }
+
+    func testAThreadThatCannotStartIsAnErrorNotAHang() {
+        let refuse: EngineThread.Starter = { name, _ throws(SluiceError) in
+            throw .io(path: "thread " + name, operation: "start", errno: EAGAIN)
+        }
+        XCTAssertThrowsError(try Relay(next: RecordingSink(), control: Self.control(), name: "gunzip", startThread: refuse)) { error in
+            XCTAssertEqual(error as? SluiceError, .io(path: "thread sluice.gunzip", operation: "start", errno: EAGAIN))
+            XCTAssertEqual((error as? SluiceError)?.exitCode, 6)
+        }
+    }
+
+    // MARK: helpers
+
+    private static func control() -> RunControl {
+        RunControl(progress: ProgressReporter(handler: nil))
+    }
+
+    private static func cut() -> Cut {
+        Cut(source: SourceState(kind: "read", location: "x"), onSeal: { _ in })
+    }
+
+    private static func batcher(bufferSize: Int, count: Int = 4, now: @escaping () -> UInt64 = { 0 })
+        -> (RelayBatcher, RelayQueue, [UnsafeMutableRawBufferPointer]) {
+        let buffers = (0..<count).map { _ in UnsafeMutableRawBufferPointer.allocate(byteCount: bufferSize, alignment: 8) }
+        let queue = RelayQueue(bufferCount: count)
+        return (RelayBatcher(buffers: buffers, queue: queue, now: now), queue, buffers)
+    }
+
+    private static func describe(_ item: RelayQueue.Item) -> String {
+        switch item {
+        case .data(let buffer, let count): return "data \(buffer):\(count)"
+        case .barrier: return "barrier"
+        case .finish: return "finish"
+        case .stop: return "stop"
+        }
+    }
+}
+
+extension RelayBatcher {
+    fileprivate func write(bytes text: String) throws {
+        try Array(text.utf8).withUnsafeBytes { try write($0) }
+    }
+}
+
+/// Logs every byte ("7"), barrier ("|") and the end ("end"); can fail its n-th write.
+private final class RecordingSink: ByteSink, @unchecked Sendable {
+    private let lock = NSLock()
+    private var entries: [String] = []
+    private var writes = 0
+    private let failAfter: Int?
+    private let failure: SluiceError
+
+    init(failAfter: Int? = nil, with failure: SluiceError = .cancelled) {
+        self.failAfter = failAfter
+        self.failure = failure
+    }
+
+    var log: [String] { lock.withLock { entries } }
+
+    func write(_ bytes: UnsafeRawBufferPointer) throws {
+        try lock.withLock {
+            writes += 1
+            if let failAfter, writes > failAfter { throw failure }
+            entries.append(contentsOf: bytes.map { "\($0)" })
+        }
+    }
+
+    func barrier(_ cut: Cut) throws { lock.withLock { entries.append("|") } }
+    func finish() throws { lock.withLock { entries.append("end") } }
+}
+
+/// A sink whose write waits for input on a pipe nobody writes to — as stdout's write
+/// waits for a reader that stopped reading — until the run stops.
+private final class StuckSink: ByteSink, @unchecked Sendable {
+    let entered = DispatchSemaphore(value: 0)
+    private let fd: Int32
+    private let control: RunControl
+
+    init(fd: Int32, control: RunControl) {
+        self.fd = fd
+        self.control = control
+    }
+
+    func write(_ bytes: UnsafeRawBufferPointer) throws {
+        entered.signal()
+        try POSIX.waitReady(fd, for: Int32(POLLIN), control: control)
+    }
+
+    func barrier(_ cut: Cut) throws {}
+    func finish() throws {}
+}
+
+final class LockedValue<T>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stored: T
+    init(_ value: T) { stored = value }
+    var value: T {
+        get { lock.withLock { stored } }
+        set { lock.withLock { stored = newValue } }
+    }
+}
+
+final class LockedList<T>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stored: [T] = []
+    func append(_ item: T) { lock.withLock { stored.append(item) } }
+    var items: [T] { lock.withLock { stored } }
+}
