@@ -32,10 +32,12 @@ let pipeline = Pipeline(spec: spec, options: options)
 do {
     let report = try pipeline.run()              // pipeline.cancel() from another thread stops it at a checkpoint
     print(report.resumedAt == nil ? "ran from the start" : "resumed from a checkpoint")
-} catch SluiceError.checksumMismatch(let expected, let actual) {
-    print("corrupt download: expected \(expected), got \(actual); nothing was written")
-    exit(4)
-} catch let error as SluiceError {
-    print("failed: \(error) (exit status \(error.exitCode))")
+} catch {                                        // run() throws only SluiceError: causes to switch on
+    switch error {
+    case .checksumMismatch(let expected, let actual):
+        print("corrupt download: expected \(expected), got \(actual); nothing was written")
+    default:
+        print("failed: \(error) (exit status \(error.exitCode))")
+    }
     exit(error.exitCode)
 }

@@ -55,34 +55,15 @@ struct Runner {
             try pipeline.run()
             renderer.finish()
             return .status(0, message: nil)
-        } catch let error as SluiceError {
-            renderer.finish()
-            if case .io("stdout", _, EPIPE) = error { return .readerGone }
-            let message: String
-            if error == .cancelled && !pipeline.writesCheckpoints {
-                message = "interrupted; this pipeline writes no checkpoint (stdin source, stdout without --checkpoint, or --checkpoint-interval 0), so a rerun starts from zero"
-            } else if error.discardsPartialOutput {
-                // Name the input that was bad; stdout cannot take back what it already got.
-                var text = "\(error)"
-                if pipeline.output == nil {
-                    text = text.replacingOccurrences(of: "nothing was written", with: "the bytes already written to stdout are not valid")
-                }
-                message = (spec.stages.first?.argument.map { "\(DisplayText.redactedURL($0)): " } ?? "stdin: ") + text
-            } else if !pipeline.writesCheckpoints {
-                // Nothing was saved: a rerun starts over rather than resuming.
-                message = "\(error)".replacingOccurrences(of: "rerun the same command to resume", with: "rerun the same command to start over")
-            } else if error != .cancelled, !(pipeline.checkpointPath.map(FileManager.default.fileExists(atPath:)) ?? false) {
-                // The run left nothing behind (it failed before its first byte): there is
-                // nothing to resume, only the cause to fix.
-                message = "\(error)".replacingOccurrences(of: "; [^;]*rerun the same command to resume$", with: "; nothing was left on disk: fix that and run the command again",
-                                                          options: .regularExpression)
-            } else {
-                message = "\(error)"
-            }
-            return .status(error.exitCode, message: message)
         } catch {
             renderer.finish()
-            return .status(1, message: "\(error)")
+            if case .io("stdout", _, EPIPE) = error { return .readerGone }
+            let advice = Advice(writesCheckpoints: pipeline.writesCheckpoints,
+                                checkpointLeft: pipeline.checkpointPath.map(FileManager.default.fileExists(atPath:)) ?? false,
+                                toStdout: pipeline.output == nil,
+                                input: spec.stages.first?.argument.map(DisplayText.redactedURL) ?? "stdin")
+            let message = advice.line(for: error)
+            return .status(error.exitCode, message: message)
         }
     }
 

@@ -7,7 +7,9 @@ import Sluice
 signal(SIGPIPE, SIG_IGN)
 
 func fail(_ error: SluiceError) -> Never {
-    StandardError.write("sluice: \(DisplayText.escaped(error.description))\n")
+    // Nothing has run yet: no checkpoint, no output to speak of.
+    let line = Advice(writesCheckpoints: false, checkpointLeft: false, toStdout: false, input: "").line(for: error)
+    StandardError.write("sluice: \(DisplayText.escaped(line))\n")
     exit(error.exitCode)
 }
 

@@ -106,7 +106,12 @@ final class StdoutResumeTests: XCTestCase {
         let args = ["--progress", "json", "--checkpoint", ck, "--checkpoint-interval", "64MiB", "read \(gz) | gunzip | stdout"]
         let fd = open(out, O_WRONLY | O_APPEND)
         XCTAssertGreaterThanOrEqual(fd, 0)
-        let process = try StreamingProcess(SluiceBinary.path, args, stdout: FileHandle(fileDescriptor: fd, closeOnDealloc: true))
+        // The run to be killed waits at the debug build's SOURCE_END gate (a FIFO nobody
+        // opens) once its source is read, so however fast the machine, the kill lands first.
+        let gateDir = try makeTemporaryDirectory(self)
+        XCTAssertEqual(mkfifo(gateDir + "/source-end", 0o600), 0)
+        let process = try StreamingProcess(SluiceBinary.path, args, stdout: FileHandle(fileDescriptor: fd, closeOnDealloc: true),
+                                           environment: ["SLUICE_TEST_GATE_SOURCE_END": gateDir + "/source-end"])
         // Killed after its starting checkpoint, long before the first 64 MiB one.
         XCTAssertTrue(process.waitForLine { $0.contains("\"event\":\"checkpoint\"") })
         XCTAssertTrue(process.waitForLine { $0.contains("\"event\":\"progress\"") })

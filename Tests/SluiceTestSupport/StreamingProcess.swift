@@ -9,9 +9,14 @@ final class StreamingProcess: @unchecked Sendable {
     private var partial = Data()
     private var closed = false
 
-    init(_ executable: String, _ arguments: [String], stdin: FileHandle? = nil, stdout: FileHandle? = nil) throws {
+    /// `environment`: variables added to the test's own (e.g. a debug build's gates).
+    init(_ executable: String, _ arguments: [String], stdin: FileHandle? = nil, stdout: FileHandle? = nil,
+         environment: [String: String] = [:]) throws {
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        }
         process.standardInput = stdin ?? FileHandle.nullDevice
         process.standardOutput = stdout ?? FileHandle.nullDevice
         let pipe = Pipe()

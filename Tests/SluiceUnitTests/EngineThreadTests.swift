@@ -67,7 +67,7 @@ final class EngineThreadTests: XCTestCase {
             try await pipeline.run()
             XCTFail("the run succeeded without a thread")
         } catch {
-            XCTAssertEqual(error as? SluiceError, .io(path: "thread sluice.run", operation: "start", errno: EAGAIN))
+            XCTAssertEqual(error, .io(path: "thread sluice.run", operation: "start", errno: EAGAIN))
         }
     }
 }

@@ -71,8 +71,10 @@ public struct CheckpointInspector {
         if let etag = source.etag { lines.append("  etag      \(etag)") }
         if let lastModified = source.lastModified { lines.append("  modified  \(lastModified)") }
         lines.append("stages      (bytes in → bytes out)")
+        // Stage words longer than 8 (`decompress`) widen the column rather than being cut.
+        let width = max(8, offsets.map(\.stage.count).max() ?? 0)
         for offset in offsets {
-            lines.append("  " + offset.stage.padding(toLength: 8, withPad: " ", startingAt: 0) + "  \(offset.input) → \(offset.output)")
+            lines.append("  " + offset.stage.padding(toLength: width, withPad: " ", startingAt: 0) + "  \(offset.input) → \(offset.output)")
         }
         lines.append("rerun       \(verdict.action): \(verdict.reason)")
         return lines.joined(separator: "\n")

@@ -47,7 +47,8 @@ public final class CheckpointStore: @unchecked Sendable {
     func read() throws -> StoredCheckpoint {
         guard let fd = try POSIX.openRegular(path, access: O_RDONLY, operation: "open checkpoint") else { return .none }
         defer { close(fd) }
-        // Checkpoints are a few hundred KiB at most; anything far larger is not one.
+        // Checkpoints are a few hundred KiB, except unxz's, which hold the dictionary window
+        // in base64 (4/3 of up to 256 MiB by default); anything far larger is not one.
         var data = Data()
         let chunk = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
         defer { chunk.deallocate() }
@@ -55,7 +56,7 @@ public final class CheckpointStore: @unchecked Sendable {
             let n = try POSIX.read(fd, into: chunk, path: path)
             if n == 0 { break }
             data.append(contentsOf: UnsafeRawBufferPointer(rebasing: chunk[0..<n]))
-            if data.count > 64 << 20 { return .foreign(path: path) }
+            if data.count > 512 << 20 { return .foreign(path: path) }
         }
         guard Self.isSluiceCheckpoint(data) else { return .foreign(path: path) }
         do {

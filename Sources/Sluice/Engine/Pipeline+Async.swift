@@ -9,7 +9,15 @@ extension Pipeline {
     ///     async let report = pipeline.run()
     ///     for await event in pipeline.events { … }
     @discardableResult
-    public func run() async throws -> RunReport {
+    public func run() async throws(SluiceError) -> RunReport {
+        do {
+            return try await runOnAThreadOfItsOwn()
+        } catch {
+            throw error as? SluiceError ?? .unexpected(String(describing: error))
+        }
+    }
+
+    private func runOnAThreadOfItsOwn() async throws -> RunReport {
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<RunReport, Error>) in
                 do {

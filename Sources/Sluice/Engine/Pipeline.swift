@@ -52,16 +52,17 @@ public final class Pipeline: Sendable {
 
     /// Runs to the end. Throws `SluiceError` (or `SpecError` wrapped in it).
     @discardableResult
-    public func run() throws -> RunReport {
+    public func run() throws(SluiceError) -> RunReport {
         let started = Date()
         defer { control.progress.finish() }
         do {
             let report = try runLocked(started: started)
             control.progress.emit(.done(sourceBytes: report.sourceBytes, outputBytes: control.outputBytes, seconds: report.seconds))
             return report
-        } catch let error as SluiceError {
-            control.progress.emit(.error(error))
-            throw error
+        } catch {
+            let failure = error as? SluiceError ?? .unexpected(String(describing: error))
+            control.progress.emit(.error(failure))
+            throw failure
         }
     }
 

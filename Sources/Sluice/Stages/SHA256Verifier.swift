@@ -46,28 +46,14 @@ public final class SHA256Verifier: ForwardingSink {
 
     /// The midstate after every byte written so far.
     public func snapshot() -> SHA256State {
-        var ctx = context
-        let words = withUnsafeBytes(of: &ctx.h) { Array($0.bindMemory(to: UInt32.self)) }
-        let pending = Int(ctx.num)
-        let partial = withUnsafeBytes(of: &ctx.data) { Array($0.prefix(pending)) }
-        return SHA256State(bytesHashed: bytesHashed, words: words, partialBlock: partial)
+        SHA256State(context: context, bytesHashed: bytesHashed)
     }
 
     private func restore(_ state: SHA256State) throws {
-        guard state.words.count == 8, state.partialBlock.count < 64,
-              UInt64(state.partialBlock.count) == state.bytesHashed % 64 else {
+        guard let restored = SHA256_CTX(restoring: state) else {
             throw SluiceError.checkpointRefused(path: "(verify stage)", reason: "the SHA-256 state is malformed")
         }
-        withUnsafeMutableBytes(of: &context.h) { raw in
-            for (i, w) in state.words.enumerated() { raw.storeBytes(of: w, toByteOffset: i * 4, as: UInt32.self) }
-        }
-        withUnsafeMutableBytes(of: &context.data) { raw in
-            for (i, b) in state.partialBlock.enumerated() { raw[i] = b }
-        }
-        let bits = state.bytesHashed &* 8
-        context.Nl = UInt32(truncatingIfNeeded: bits)
-        context.Nh = UInt32(truncatingIfNeeded: bits >> 32)
-        context.num = UInt32(state.partialBlock.count)
+        context = restored
         bytesHashed = state.bytesHashed
     }
 
@@ -117,5 +103,36 @@ extension SHA256Verifier {
             throw StageWordError("'\(text)' is not a SHA-256 digest: expected 64 hex digits, got \(count) characters\(digits.allSatisfy(isHex) ? "" : " with non-hex ones")")
         }
         return String(decoding: digits, as: UTF8.self).lowercased()
+    }
+}
+
+extension SHA256State {
+    /// The midstate of `context`, which has hashed `bytesHashed` bytes.
+    init(context: SHA256_CTX, bytesHashed: UInt64) {
+        var ctx = context
+        words = withUnsafeBytes(of: &ctx.h) { Array($0.bindMemory(to: UInt32.self)) }
+        let pending = Int(ctx.num)
+        partialBlock = withUnsafeBytes(of: &ctx.data) { Array($0.prefix(pending)) }
+        self.bytesHashed = bytesHashed
+    }
+}
+
+extension SHA256_CTX {
+    /// A context continuing from a saved midstate; nil when the state is malformed.
+    init?(restoring state: SHA256State) {
+        guard state.words.count == 8, state.partialBlock.count < 64,
+              UInt64(state.partialBlock.count) == state.bytesHashed % 64 else { return nil }
+        self.init()
+        SHA256_Init(&self)
+        withUnsafeMutableBytes(of: &h) { raw in
+            for (i, w) in state.words.enumerated() { raw.storeBytes(of: w, toByteOffset: i * 4, as: UInt32.self) }
+        }
+        withUnsafeMutableBytes(of: &data) { raw in
+            for (i, b) in state.partialBlock.enumerated() { raw[i] = b }
+        }
+        let bits = state.bytesHashed &* 8
+        Nl = UInt32(truncatingIfNeeded: bits)
+        Nh = UInt32(truncatingIfNeeded: bits >> 32)
+        num = UInt32(state.partialBlock.count)
     }
 }

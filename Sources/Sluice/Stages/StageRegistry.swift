@@ -7,6 +7,9 @@ public enum StageRegistry {
         .stdin,
         .verify,
         .gunzip,
+        .unxz,
+        .unzstd,
+        .decompress,
         .file,
         .stdout,
     ]

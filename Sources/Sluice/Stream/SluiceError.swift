@@ -29,6 +29,8 @@ public enum SluiceError: Error, Sendable, Equatable {
     case remoteChanged(url: String, reason: String)
     /// SIGINT/SIGTERM or `Pipeline.cancel()` (exit 130).
     case cancelled
+    /// A failure Sluice has no name for (exit 1): a bug to report, never expected.
+    case unexpected(String)
 
     /// The process exit status of the CLI contract (README, "Exit status").
     public var exitCode: Int32 {
@@ -40,6 +42,7 @@ public enum SluiceError: Error, Sendable, Equatable {
         case .io: return 6
         case .remoteChanged: return 7
         case .cancelled: return 130
+        case .unexpected: return 1
         }
     }
 
@@ -53,33 +56,32 @@ public enum SluiceError: Error, Sendable, Equatable {
 }
 
 extension SluiceError: CustomStringConvertible {
-    /// One line, without the `sluice:` prefix: what failed, where, and what to do.
+    /// One line of facts, without the `sluice:` prefix: what failed and where. What to do
+    /// about it depends on how the run was started, so the CLI adds that (its `Advice`).
     public var description: String {
         switch self {
         case .spec(let e): return e.description
-        case .usage(let m): return "\(m) (see sluice --help)"
+        case .usage(let m): return m
         case .checkpointRefused(let path, let reason):
-            return "checkpoint \(path): \(reason); rerun with --restart to discard it and start over"
+            return "checkpoint \(path): \(reason)"
         case .unsafePath(let path, let reason):
             return "refusing to use \(path): \(reason)"
         case .locked(let checkpoint):
-            return "another sluice run holds \(checkpoint) for the same output; wait for it to finish or stop it first"
+            return "another sluice run holds \(checkpoint) for the same output"
         case .transfer(let url, let reason):
-            return "transfer of \(url) failed: \(reason); rerun the same command to resume"
+            return "transfer of \(url) failed: \(reason)"
         case .checksumMismatch(let expected, let actual):
-            return "checksum mismatch: expected sha256:\(expected), got sha256:\(actual); nothing was written"
+            return "checksum mismatch: expected sha256:\(expected), got sha256:\(actual)"
         case .corruptData(let format, let offset, let reason):
-            return "corrupt \(format) data at byte \(offset) of the \(format) stream: \(reason); nothing was written"
+            return "corrupt \(format) data at byte \(offset) of the \(format) stream: \(reason)"
         case .io(let path, let operation, let code):
-            let reason = String(cString: strerror(code))
-            let hint = (code == ENOSPC || code == EDQUOT)
-                ? "free some space and rerun the same command to resume"
-                : "fix the problem and rerun the same command to resume"
-            return "cannot \(operation) \(path): \(reason); \(hint)"
+            return "cannot \(operation) \(path): \(String(cString: strerror(code)))"
         case .remoteChanged(let url, let reason):
-            return "\(url) changed since the checkpoint (\(reason)); output already went to stdout, so it cannot start over; rerun with --restart"
+            return "\(url) changed since the checkpoint (\(reason))"
         case .cancelled:
-            return "interrupted; checkpoint saved, rerun the same command to resume"
+            return "interrupted"
+        case .unexpected(let what):
+            return "unexpected failure: \(what)"
         }
     }
 }

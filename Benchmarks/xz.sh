@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Benchmarks/xz.sh — unxz against xz -dc (liblzma, 1 thread) and xz -T2 -dc.
+#
+# Generates (and caches in Benchmarks/.corpus/xz/) a deterministic mixed corpus, compresses
+# it single-block (xz -6 -T1) and multi-block (xz -6 -T2), then times with hyperfine:
+#   unxz without checkpoints vs xz -dc, unxz with default checkpoints (the checkpoint cost),
+#   unxz on the multi-block file vs xz -T2 -dc; and peak RSS with /usr/bin/time -v.
+# Usage: Benchmarks/xz.sh [--size MIB] [--runs N]
+set -euo pipefail
+export LC_ALL=C
+SCRIPT_DIR=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
+REPO_ROOT=$(cd -- "$SCRIPT_DIR/.." && pwd)
+SIZE_MIB=200
+RUNS=5
+while (($#)); do
+    case "$1" in
+        --size) SIZE_MIB=$2; shift 2 ;;
+        --runs) RUNS=$2; shift 2 ;;
+        *) echo "usage: Benchmarks/xz.sh [--size MIB] [--runs N]" >&2; exit 2 ;;
+    esac
+done
+CACHE="$SCRIPT_DIR/.corpus/xz/$SIZE_MIB"
+SLUICE="$REPO_ROOT/.build/release/sluice"
+mkdir -p "$CACHE"
+(cd "$REPO_ROOT" && swift build -c release --product sluice >&2)
+
+if [[ ! -f "$CACHE/plain" ]]; then
+    echo "[xz] generating $SIZE_MIB MiB corpus" >&2
+    python3 - "$CACHE/plain" "$SIZE_MIB" <<'PY'
+import random, sys
+path, mib = sys.argv[1], int(sys.argv[2])
+rng = random.Random(20261201)
+words = [''.join(rng.choice('etaoinshrdlucmfwypvbgkqjxz') for _ in range(rng.randint(2, 10))) for _ in range(5000)]
+total = mib << 20
+with open(path, 'wb') as f:
+    written = 0
+    while written < total:
+        kind = rng.random()
+        if kind < 0.12:
+            chunk = rng.randbytes(rng.randint(4096, 65536))
+        elif kind < 0.4:
+            chunk = ''.join('{"id":%d,"name":"%s","value":%.3f}\n' % (rng.randint(0, 10**6), rng.choice(words), rng.random() * 1000)
+                            for _ in range(rng.randint(50, 500))).encode()
+        else:
+            chunk = ''.join(' '.join(rng.choice(words) for _ in range(rng.randint(5, 15))) + '.\n'
+                            for _ in range(rng.randint(50, 500))).encode()
+        chunk = chunk[:total - written]
+        f.write(chunk)
+        written += len(chunk)
+PY
+fi
+[[ -f "$CACHE/single.xz" ]] || { echo "[xz] xz -6 -T1" >&2; xz -6 -T1 -k -c "$CACHE/plain" > "$CACHE/single.xz"; }
+[[ -f "$CACHE/multi.xz" ]] || { echo "[xz] xz -6 -T2" >&2; xz -6 -T2 -k -c "$CACHE/plain" > "$CACHE/multi.xz"; }
+
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+cd "$WORK"
+echo "[xz] load average: $(cut -d' ' -f1-3 /proc/loadavg); corpus $(stat -c %s "$CACHE/plain") bytes," \
+     "single.xz $(stat -c %s "$CACHE/single.xz"), multi.xz $(stat -c %s "$CACHE/multi.xz")"
+hyperfine --runs "$RUNS" --warmup 1 --prepare 'rm -f out out.sluice*' \
+    -n "xz -dc (single)" "xz -dc '$CACHE/single.xz' > out" \
+    -n "unxz, no checkpoints (single)" "'$SLUICE' --checkpoint-interval 0 'read $CACHE/single.xz | unxz | file out'" \
+    -n "unxz, default checkpoints (single)" "'$SLUICE' 'read $CACHE/single.xz | unxz | file out'" \
+    -n "xz -T2 -dc (multi)" "xz -T2 -dc '$CACHE/multi.xz' > out" \
+    -n "unxz (multi)" "'$SLUICE' 'read $CACHE/multi.xz | unxz | file out'"
+for f in single multi; do
+    rm -f out out.sluice*
+    /usr/bin/time -f "[xz] peak RSS unxz $f: %M KiB" "$SLUICE" "read $CACHE/$f.xz | unxz | file out"
+    /usr/bin/time -f "[xz] peak RSS xz -dc $f: %M KiB" xz -dc "$CACHE/$f.xz" > out
+done
+cmp out "$CACHE/plain" && echo "[xz] output checked"

@@ -1,0 +1,217 @@
+// LZMA decoding of one LZMA2 chunk, written from the LZMA algorithm description:
+// an adaptive binary range coder driving literal, match and repeated-match symbols.
+#include "cxz.h"
+#include <stdlib.h>
+#include <string.h>
+
+#define TOP (1u << 24)
+#define PROB_BITS 11
+#define PROB_ONE (1u << PROB_BITS)
+#define MOVE_BITS 5
+
+void cxz_lzma_reset(cxz_lzma *m) {
+    for (size_t i = 0; i < CXZ_PROB_COUNT; i++) m->probs[i] = PROB_ONE / 2;
+    m->state = 0;
+    m->rep0 = m->rep1 = m->rep2 = m->rep3 = 0;
+}
+
+// Range decoder steps on local copies of range/code/ip, so they stay in registers.
+// Normalising after every bit mirrors the encoder, so a chunk ends exactly at its last byte.
+#define NORMALIZE \
+    if (range < TOP) { range <<= 8; code = (code << 8) | *ip++; }
+
+#define BIT(p, bit) do { \
+        uint32_t prob_ = *(p); \
+        uint32_t bound_ = (range >> PROB_BITS) * prob_; \
+        if (code < bound_) { range = bound_; *(p) = (uint16_t)(prob_ + ((PROB_ONE - prob_) >> MOVE_BITS)); bit = 0; } \
+        else { range -= bound_; code -= bound_; *(p) = (uint16_t)(prob_ - (prob_ >> MOVE_BITS)); bit = 1; } \
+        NORMALIZE \
+    } while (0)
+
+// Bit tree of n bits, most significant first; result in 0..<2^n.
+#define TREE(base, n, out) do { \
+        uint16_t *const t_ = (base); \
+        uint32_t s_ = 1, b_; \
+        for (int i_ = 0; i_ < (n); i_++) { BIT(&t_[s_], b_); s_ = (s_ << 1) | b_; } \
+        out = s_ - (1u << (n)); \
+    } while (0)
+
+// Bit tree read least significant bit first, added into `out`.
+#define REVERSE_TREE(base, n, out) do { \
+        uint16_t *const t_ = (base); \
+        uint32_t s_ = 1, b_; \
+        for (int i_ = 0; i_ < (n); i_++) { BIT(&t_[s_], b_); s_ = (s_ << 1) | b_; out |= b_ << i_; } \
+    } while (0)
+
+#define LENGTH(coder, pos_state, out) do { \
+        uint16_t *lc_ = probs + (coder); uint32_t c_; \
+        BIT(&lc_[0], c_); \
+        if (!c_) { TREE(lc_ + 2 + (pos_state) * 8, 3, out); } \
+        else { BIT(&lc_[1], c_); \
+            if (!c_) { TREE(lc_ + 130 + (pos_state) * 8, 3, out); out += 8; } \
+            else { TREE(lc_ + 258, 8, out); out += 16; } } \
+    } while (0)
+
+static inline uint32_t after_literal(uint32_t s) { return s < 4 ? 0 : (s < 10 ? s - 3 : s - 6); }
+
+int cxz_lzma_decode(cxz_lzma *m, cxz_window *w, const uint8_t *in, size_t in_size, size_t out_size) {
+    if (in_size < 5 || in[0] != 0) return CXZ_ERR_RC_INIT;
+    const uint8_t *ip = in + 5;
+    const uint8_t *const iend = in + in_size;
+    uint32_t range = 0xFFFFFFFFu;
+    uint32_t code = (uint32_t)in[1] << 24 | (uint32_t)in[2] << 16 | (uint32_t)in[3] << 8 | in[4];
+
+    uint16_t *const probs = m->probs;
+    uint8_t *out = w->buf + w->pos;
+    uint8_t *const ostart = out;
+    uint8_t *const oend = out + out_size;
+    const uint64_t dict = w->dict_size;
+    // Matches may reach back to history_start (never before the last reset, nor further than the dictionary).
+    const uint8_t *const history_start = ostart - (w->history < dict ? w->history : dict);
+    const uint32_t pos0 = (uint32_t)w->history;
+    const uint32_t pb_mask = (1u << m->pb) - 1, lp_mask = (1u << m->lp) - 1;
+    const uint32_t lc = m->lc;
+    uint32_t state = m->state, rep0 = m->rep0, rep1 = m->rep1, rep2 = m->rep2, rep3 = m->rep3;
+    int err = CXZ_OK;
+
+    // A matched literal reads at rep0: it must lie inside the history (a restored state could lie).
+    if (state >= 7 && (uint64_t)rep0 >= (uint64_t)(out - history_start)) return CXZ_ERR_DISTANCE;
+
+    while (out < oend) {
+        if (ip > iend) { err = CXZ_ERR_OVERRUN; break; }
+        const uint32_t pos = pos0 + (uint32_t)(out - ostart);
+        const uint32_t pos_state = pos & pb_mask;
+        uint32_t bit;
+        BIT(&probs[CXZ_IS_MATCH + state * 16 + pos_state], bit);
+        if (!bit) {
+            const uint32_t prev = out > history_start ? out[-1] : 0;
+            uint16_t *lit = probs + CXZ_LITERAL + 0x300 * (((pos & lp_mask) << lc) + (prev >> (8 - lc)));
+            uint32_t sym = 1;
+            if (state >= 7) {
+                uint32_t match_byte = out[-(ptrdiff_t)rep0 - 1];
+                do {
+                    const uint32_t match_bit = (match_byte >> 7) & 1;
+                    match_byte <<= 1;
+                    BIT(&lit[((1 + match_bit) << 8) + sym], bit);
+                    sym = (sym << 1) | bit;
+                    if (match_bit != bit) break;
+                } while (sym < 0x100);
+            }
+            while (sym < 0x100) {
+                BIT(&lit[sym], bit);
+                sym = (sym << 1) | bit;
+            }
+            *out++ = (uint8_t)sym;
+            state = after_literal(state);
+            continue;
+        }
+        uint32_t len = 0;
+        BIT(&probs[CXZ_IS_REP + state], bit);
+        if (!bit) {
+            // A new match: length, then distance slot, then the distance's remaining bits.
+            LENGTH(CXZ_MATCH_LEN, pos_state, len);
+            state = state < 7 ? 7 : 10;
+            uint32_t slot;
+            TREE(probs + CXZ_DIST_SLOT + (len < 3 ? len : 3) * 64, 6, slot);
+            uint32_t dist;
+            if (slot < 4) {
+                dist = slot;
+            } else {
+                const uint32_t direct = (slot >> 1) - 1;
+                dist = (2 | (slot & 1)) << direct;
+                if (slot < 14) {
+                    REVERSE_TREE(probs + CXZ_DIST_SPECIAL + dist - slot - 1, direct, dist);
+                } else {
+                    uint32_t high = 0;
+                    for (uint32_t i = 0; i < direct - 4; i++) {
+                        range >>= 1;
+                        code -= range;
+                        const uint32_t t = 0u - (code >> 31);
+                        code += range & t;
+                        high = (high << 1) + (t + 1);
+                        NORMALIZE
+                    }
+                    dist += high << 4;
+                    REVERSE_TREE(probs + CXZ_ALIGN, 4, dist);
+                    if (dist == 0xFFFFFFFFu) { err = CXZ_ERR_END_MARK; break; }
+                }
+            }
+            rep3 = rep2; rep2 = rep1; rep1 = rep0; rep0 = dist;
+        } else {
+            BIT(&probs[CXZ_IS_REP0 + state], bit);
+            if (!bit) {
+                BIT(&probs[CXZ_IS_REP0_LONG + state * 16 + pos_state], bit);
+                if (!bit) {
+                    // Short rep: one byte from rep0.
+                    if ((uint64_t)rep0 >= (uint64_t)(out - history_start) || rep0 >= dict) { err = CXZ_ERR_DISTANCE; break; }
+                    state = state < 7 ? 9 : 11;
+                    *out = out[-(ptrdiff_t)rep0 - 1];
+                    out++;
+                    continue;
+                }
+            } else {
+                uint32_t dist;
+                BIT(&probs[CXZ_IS_REP1 + state], bit);
+                if (!bit) {
+                    dist = rep1;
+                } else {
+                    BIT(&probs[CXZ_IS_REP2 + state], bit);
+                    if (!bit) { dist = rep2; } else { dist = rep3; rep3 = rep2; }
+                    rep2 = rep1;
+                }
+                rep1 = rep0;
+                rep0 = dist;
+            }
+            LENGTH(CXZ_REP_LEN, pos_state, len);
+            state = state < 7 ? 8 : 11;
+        }
+        len += 2;
+        if ((uint64_t)rep0 >= (uint64_t)(out - history_start) || rep0 >= dict) { err = CXZ_ERR_DISTANCE; break; }
+        if (len > (size_t)(oend - out)) { err = CXZ_ERR_OVERRUN; break; }
+        const uint8_t *src = out - (ptrdiff_t)rep0 - 1;
+        uint8_t *const stop = out + len;
+        if (rep0 >= 7) {
+            // Eight bytes at a time: each read lies wholly before the bytes being written.
+            do { memcpy(out, src, 8); out += 8; src += 8; } while (out < stop);
+            out = stop;
+        } else {
+            do { *out++ = *src++; } while (out < stop);
+        }
+    }
+    if (err == CXZ_OK) {
+        if (ip != iend) err = CXZ_ERR_OVERRUN;
+        else if (code != 0) err = CXZ_ERR_RC_END;
+    }
+    m->state = state; m->rep0 = rep0; m->rep1 = rep1; m->rep2 = rep2; m->rep3 = rep3;
+    if (err == CXZ_OK) {
+        w->pos += out_size;
+        w->history += out_size;
+    }
+    return err;
+}
+
+int cxz_window_reserve(cxz_window *w, size_t n) {
+    const size_t need = n + CXZ_OUTPUT_SLACK;
+    if (w->pos + need <= w->cap) return CXZ_OK;
+    if (w->pos + need > w->max_cap) {
+        // Slide: keep only the bytes matches may still refer to.
+        const size_t keep = w->history < w->dict_size ? (size_t)w->history : w->dict_size;
+        memmove(w->buf, w->buf + w->pos - keep, keep);
+        w->pos = keep;
+        if (w->pos + need <= w->cap) return CXZ_OK;
+    }
+    size_t grown = w->cap < (1u << 20) ? (1u << 20) : w->cap * 2;
+    if (grown > w->max_cap) grown = w->max_cap;
+    if (grown < w->pos + need) grown = w->pos + need;
+    uint8_t *b = realloc(w->buf, grown);
+    if (!b) return CXZ_ERR_MEMORY;
+    w->buf = b;
+    w->cap = grown;
+    return CXZ_OK;
+}
+
+void cxz_window_free(cxz_window *w) {
+    free(w->buf);
+    w->buf = NULL;
+    w->cap = w->pos = 0;
+}

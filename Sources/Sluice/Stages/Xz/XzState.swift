@@ -1,0 +1,42 @@
+import Foundation
+
+/// The unxz decoder's exact state after any input byte: where it stands in the container,
+/// the bytes of the unit it is gathering (a header, an LZMA2 chunk…), and inside a block
+/// the LZMA2 model, window, filters and running check. Restored values are untrusted:
+/// `XzDecoder(restoring:)` checks every field.
+public struct XzState: StageStateValue {
+    public static let stage = "unxz"
+    /// Bumped when the meaning of a field changes; other versions are refused.
+    public static let currentVersion = 1
+
+    public enum Phase: String, Codable, Sendable, CaseIterable {
+        case streamHeader, blockStart, blockHeader, chunk, blockPadding, check, index, streamFooter, streamPadding
+    }
+
+    public var version: Int
+    public var phase: Phase
+    public var inputOffset: UInt64
+    public var outputOffset: UInt64
+    /// The bytes of the unit being gathered.
+    public var pending: Data
+    public var streamsDone: UInt64
+    /// Stream padding bytes since the last stream footer.
+    public var paddingRun: UInt64
+    /// The current stream's flags (its check ID), as its header gave them.
+    public var streamFlags: UInt8
+    public var blocks: XzRecordSummary
+    public var index: XzIndexParser?
+    public var block: XzBlockState?
+
+    public var position: StagePosition { StagePosition(input: inputOffset, output: outputOffset) }
+}
+
+/// Inside a block: its header (parsed again on restore), how far it got, and the decoders.
+public struct XzBlockState: Codable, Sendable, Equatable {
+    var header: Data
+    var compressedSize: UInt64
+    var uncompressedSize: UInt64
+    var check: XzCheckState
+    var lzma: LzmaState
+    var filters: [XzFilterState]
+}

@@ -1,0 +1,365 @@
+import CXz
+import CZlib
+import Foundation
+
+/// `unxz`: decompresses .xz (the xz file format 1.x): concatenated streams, stream padding,
+/// the index checked against the blocks, every block's check (None, CRC32, CRC64, SHA-256);
+/// filters LZMA2, delta, x86 and ARM64. Its state is exact at every input byte, so a
+/// checkpoint may cut anywhere, even inside a block.
+///
+/// Input is gathered unit by unit (a header, an LZMA2 chunk of at most 64 KiB, a check…)
+/// and each unit is handled whole: output leaves only for whole chunks, and a snapshot is
+/// the position plus the partly gathered unit.
+public final class XzDecoder: ForwardingSink {
+    public let next: ByteSink
+    public let memoryLimit: UInt64
+    private var phase: XzState.Phase = .streamHeader
+    private var inputOffset: UInt64 = 0
+    private var outputOffset: UInt64 = 0
+    /// The unit being gathered, with slack the LZMA decoder may read past a chunk's end.
+    private let pending: UnsafeMutableRawBufferPointer
+    private var pendingCount = 0
+    private var streamsDone: UInt64 = 0
+    private var paddingRun: UInt64 = 0
+    private var streamFlags: UInt8 = 0
+    private var checkKind = XzCheck.Kind.none
+    private var blocks = XzRecordSummary()
+    private var index = XzIndexParser()
+    private var block: Block?
+
+    /// The block being decoded.
+    private final class Block {
+        let headerBytes: Data
+        let header: XzBlockHeader
+        var compressedSize: UInt64 = 0
+        var uncompressedSize: UInt64 = 0
+        var check: XzCheck
+        let lzma2: Lzma2Decoder
+        let filters: XzFilterChain
+
+        init(headerBytes: Data, header: XzBlockHeader, check: XzCheck, lzma2: Lzma2Decoder) {
+            self.headerBytes = headerBytes
+            self.header = header
+            self.check = check
+            self.lzma2 = lzma2
+            self.filters = XzFilterChain(header.filters)
+            lzma2.startBlock(dictionarySize: header.dictionarySize)
+        }
+    }
+    /// Kept across blocks, so its window's memory is reused.
+    private let lzma2 = Lzma2Decoder()
+
+    private static let largestUnit = 6 + (1 << 16)
+
+    public init(next: ByteSink, memoryLimit: UInt64 = 256 << 20, restoring state: XzState? = nil) throws {
+        self.next = next
+        self.memoryLimit = memoryLimit
+        pending = .allocate(byteCount: Self.largestUnit + Int(CXZ_INPUT_SLACK), alignment: 16)
+        pending.initializeMemory(as: UInt8.self, repeating: 0)
+        if let state {
+            do {
+                try restore(state)
+            } catch let error as XzStateError {
+                throw SluiceError.checkpointRefused(path: "", reason: "its unxz state is malformed: \(error.reason)")
+            } catch let error as XzFormatError {
+                throw SluiceError.checkpointRefused(path: "", reason: "its unxz state does not hold together: \(error.reason)")
+            }
+        }
+    }
+
+    deinit { pending.deallocate() }
+
+    public func write(_ bytes: UnsafeRawBufferPointer) throws {
+        var rest = bytes
+        while !rest.isEmpty {
+            let used: Int
+            do {
+                used = try step(rest)
+            } catch let error as XzFormatError {
+                throw SluiceError.corruptData(format: "xz", offset: inputOffset, reason: error.reason)
+            }
+            rest = UnsafeRawBufferPointer(rebasing: rest[used...])
+        }
+    }
+
+    /// Consumes bytes of the current unit; handles the unit once it is whole.
+    private func step(_ input: UnsafeRawBufferPointer) throws -> Int {
+        switch phase {
+        case .index:
+            let used = try index.consume(input)
+            inputOffset &+= UInt64(used)
+            if index.isDone { try endIndex() }
+            return used
+        case .streamPadding:
+            guard let nonzero = input.firstIndex(where: { $0 != 0 }) else {
+                paddingRun &+= UInt64(input.count)
+                inputOffset &+= UInt64(input.count)
+                return input.count
+            }
+            paddingRun &+= UInt64(nonzero)
+            inputOffset &+= UInt64(nonzero)
+            if nonzero == 0 {
+                guard paddingRun % 4 == 0 else { throw XzFormatError("stream padding is not a multiple of four bytes") }
+                phase = .streamHeader
+            }
+            return nonzero
+        default:
+            let want = try unitSize() - pendingCount
+            let take = min(want, input.count)
+            (pending.baseAddress! + pendingCount).copyMemory(from: input.baseAddress!, byteCount: take)
+            pendingCount += take
+            if take == want {
+                // Errors name the offset where the unit began.
+                try handleUnit()
+            }
+            inputOffset &+= UInt64(take)
+            return take
+        }
+    }
+
+    /// The size of the unit being gathered, from the phase and what is gathered so far.
+    private func unitSize() throws -> Int {
+        switch phase {
+        case .streamHeader, .streamFooter: return 12
+        case .blockStart: return 1
+        case .blockHeader: return (Int(pending[0]) + 1) * 4
+        case .chunk:
+            guard pendingCount > 0 else { return 1 }
+            let header = try Lzma2Decoder.headerLength(control: pending[0])
+            guard pendingCount >= header, header > 1 else { return header }
+            return header + Lzma2Decoder.payloadLength(header: UnsafeRawBufferPointer(pending))
+        case .blockPadding: return Int((4 - (currentBlock.compressedSize % 4)) % 4)
+        case .check: return checkKind.size
+        case .index, .streamPadding: return 0
+        }
+    }
+
+    private var currentBlock: Block { block! }
+
+    private func handleUnit() throws {
+        let unit = UnsafeRawBufferPointer(rebasing: pending[0..<pendingCount])
+        switch phase {
+        case .streamHeader:
+            try startStream(unit)
+        case .blockStart:
+            if unit[0] == 0 {
+                index = XzIndexParser()
+                phase = .index
+                pendingCount = 0
+            } else {
+                phase = .blockHeader
+            }
+            return
+        case .blockHeader:
+            let header = try XzBlockHeader(unit, memoryLimit: memoryLimit)
+            block = Block(headerBytes: Data(unit), header: header, check: XzCheck(checkKind), lzma2: lzma2)
+            phase = .chunk
+        case .chunk:
+            let header = try Lzma2Decoder.headerLength(control: unit[0])
+            if unit.count == 1 && header > 1 { return }   // the control byte alone: gather the rest
+            if unit.count == header && header > 1 { return }   // header done: gather the payload
+            try chunkDone(unit)
+        case .blockPadding:
+            guard unit.allSatisfy({ $0 == 0 }) else { throw XzFormatError("block padding is not zero") }
+            phase = .check
+        case .check:
+            try endBlock(storedCheck: unit)
+        case .streamFooter:
+            try endStream(unit)
+        case .index, .streamPadding:
+            break
+        }
+        pendingCount = 0
+        try skipEmptyUnits()
+    }
+
+    /// Block padding and a None check may be zero bytes long: pass them at once.
+    private func skipEmptyUnits() throws {
+        if phase == .blockPadding, try unitSize() == 0 { phase = .check }
+        if phase == .check && checkKind.size == 0 { try endBlock(storedCheck: UnsafeRawBufferPointer(start: nil, count: 0)) }
+    }
+
+    private func startStream(_ unit: UnsafeRawBufferPointer) throws {
+        let magic: [UInt8] = [0xFD, 0x37, 0x7A, 0x58, 0x5A, 0x00]
+        guard unit.prefix(6).elementsEqual(magic) else {
+            throw XzFormatError(streamsDone == 0 ? "not xz data (no xz magic bytes)" : "garbage after the end of an xz stream")
+        }
+        guard littleEndian32(unit, at: 8) == xzCRC32(UnsafeRawBufferPointer(rebasing: unit[6..<8])) else {
+            throw XzFormatError("stream header CRC32 mismatch")
+        }
+        guard unit[6] == 0, unit[7] & 0xF0 == 0 else { throw XzFormatError("stream header has reserved flag bits set") }
+        checkKind = try XzCheck.Kind(streamFlag: unit[7])
+        streamFlags = unit[7]
+        blocks = XzRecordSummary()
+        phase = .blockStart
+    }
+
+    private func chunkDone(_ unit: UnsafeRawBufferPointer) throws {
+        let block = currentBlock
+        block.compressedSize &+= UInt64(unit.count)
+        if let declared = block.header.compressedSize, block.compressedSize > declared {
+            throw XzFormatError("the block is longer than its header's compressed size \(declared)")
+        }
+        if unit[0] == 0 {
+            try emit(block.filters.run(UnsafeRawBufferPointer(start: nil, count: 0), final: true), block)
+            if let declared = block.header.compressedSize, block.compressedSize != declared {
+                throw XzFormatError("the block is shorter than its header's compressed size \(declared)")
+            }
+            if let declared = block.header.uncompressedSize, block.uncompressedSize != declared {
+                throw XzFormatError("the block decodes to \(block.uncompressedSize) bytes, its header says \(declared)")
+            }
+            phase = .blockPadding
+            return
+        }
+        let produced = try block.lzma2.decode(chunk: unit)
+        try emit(block.filters.isEmpty ? produced : block.filters.run(produced, final: false), block)
+    }
+
+    private func emit(_ bytes: UnsafeRawBufferPointer, _ block: Block) throws {
+        guard !bytes.isEmpty else { return }
+        block.uncompressedSize &+= UInt64(bytes.count)
+        if let declared = block.header.uncompressedSize, block.uncompressedSize > declared {
+            throw XzFormatError("the block decodes to more than its header's uncompressed size \(declared)")
+        }
+        block.check.update(bytes)
+        outputOffset &+= UInt64(bytes.count)
+        try next.write(bytes)
+    }
+
+    private func endBlock(storedCheck: UnsafeRawBufferPointer) throws {
+        let block = currentBlock
+        guard storedCheck.elementsEqual(block.check.finalBytes()) else {
+            throw XzFormatError("\(block.check.name) mismatch in block \(blocks.count &+ 1) of stream \(streamsDone &+ 1)")
+        }
+        let unpadded = UInt64(block.header.size) &+ block.compressedSize &+ UInt64(checkKind.size)
+        blocks.add(unpadded: unpadded, uncompressed: block.uncompressedSize)
+        self.block = nil
+        phase = .blockStart
+    }
+
+    private func endIndex() throws {
+        guard index.records == blocks else {
+            throw XzFormatError(index.records.count == blocks.count
+                ? "the index disagrees with the blocks' sizes"
+                : "the index lists \(index.records.count) blocks, the stream has \(blocks.count)")
+        }
+        phase = .streamFooter
+    }
+
+    private func endStream(_ unit: UnsafeRawBufferPointer) throws {
+        guard unit[10] == 0x59, unit[11] == 0x5A else { throw XzFormatError("stream footer magic bytes are wrong") }
+        guard littleEndian32(unit, at: 0) == xzCRC32(UnsafeRawBufferPointer(rebasing: unit[4..<10])) else {
+            throw XzFormatError("stream footer CRC32 mismatch")
+        }
+        guard unit[8] == 0, unit[9] == streamFlags else { throw XzFormatError("stream footer flags differ from the header's") }
+        guard (UInt64(littleEndian32(unit, at: 4)) + 1) * 4 == index.size &+ 4 else {
+            throw XzFormatError("stream footer's backward size disagrees with the index")
+        }
+        streamsDone &+= 1
+        paddingRun = 0
+        phase = .streamPadding
+    }
+
+    public func finish() throws {
+        guard phase == .streamPadding else {
+            let where_: String
+            switch phase {
+            case .streamHeader where streamsDone == 0 && pendingCount == 0:
+                throw SluiceError.corruptData(format: "xz", offset: 0, reason: "no xz data at all (empty input)")
+            case .streamHeader: where_ = "inside a stream header"
+            case .blockStart, .blockHeader: where_ = "inside a block header"
+            case .chunk, .blockPadding: where_ = "inside compressed data (truncated block)"
+            case .check: where_ = "inside a block's check"
+            case .index: where_ = "inside the index"
+            case .streamFooter: where_ = "inside a stream footer"
+            case .streamPadding: where_ = ""
+            }
+            throw SluiceError.corruptData(format: "xz", offset: inputOffset, reason: "unexpected end of data: the input ends \(where_)")
+        }
+        guard paddingRun % 4 == 0 else {
+            throw SluiceError.corruptData(format: "xz", offset: inputOffset, reason: "stream padding is not a multiple of four bytes")
+        }
+        try next.finish()
+    }
+
+    // MARK: State
+
+    public func snapshot() -> XzState {
+        XzState(version: XzState.currentVersion, phase: phase, inputOffset: inputOffset, outputOffset: outputOffset,
+                pending: Data(pending.prefix(pendingCount)), streamsDone: streamsDone, paddingRun: paddingRun,
+                streamFlags: streamFlags, blocks: blocks, index: phase == .index || phase == .streamFooter ? index : nil,
+                block: block.map { b in
+                    XzBlockState(header: b.headerBytes, compressedSize: b.compressedSize, uncompressedSize: b.uncompressedSize,
+                                 check: b.check.snapshot(), lzma: b.lzma2.snapshot(), filters: b.filters.snapshot())
+                })
+    }
+
+    private func restore(_ s: XzState) throws {
+        guard s.version == XzState.currentVersion else { throw XzStateError("version \(s.version), this build reads \(XzState.currentVersion)") }
+        phase = s.phase
+        inputOffset = s.inputOffset
+        outputOffset = s.outputOffset
+        streamsDone = s.streamsDone
+        paddingRun = s.paddingRun
+        blocks = s.blocks
+        let inStream = phase != .streamHeader && phase != .streamPadding
+        if inStream {
+            streamFlags = s.streamFlags
+            checkKind = try XzCheck.Kind(streamFlag: s.streamFlags)
+        }
+        guard phase != .streamPadding || streamsDone > 0 else { throw XzStateError("stream padding before any stream") }
+        let inBlock = [.chunk, .blockPadding, .check].contains(phase)
+        guard inBlock == (s.block != nil) else { throw XzStateError("block state present where there is no block, or missing") }
+        if let saved = s.block {
+            guard saved.header.count >= 8, saved.header.count <= 1024, saved.header.count % 4 == 0,
+                  Int(saved.header[saved.header.startIndex]) * 4 + 4 == saved.header.count else {
+                throw XzStateError("the block header is malformed")
+            }
+            let header = try saved.header.withUnsafeBytes { try XzBlockHeader($0, memoryLimit: memoryLimit) }
+            let restored = Block(headerBytes: saved.header, header: header,
+                                 check: try XzCheck(restoring: saved.check, kind: checkKind), lzma2: lzma2)
+            try restored.lzma2.restore(saved.lzma)
+            try restored.filters.restore(saved.filters)
+            restored.compressedSize = saved.compressedSize
+            restored.uncompressedSize = saved.uncompressedSize
+            if let declared = header.compressedSize, saved.compressedSize > declared { throw XzStateError("the block is past its size") }
+            if let declared = header.uncompressedSize, saved.uncompressedSize > declared { throw XzStateError("the block is past its size") }
+            block = restored
+        }
+        // The footer is checked against the index's size, so the index stays until then.
+        guard (phase == .index || phase == .streamFooter) == (s.index != nil) else {
+            throw XzStateError("index state present outside the index, or missing")
+        }
+        if let saved = s.index {
+            guard saved.isPlausible || (phase == .streamFooter && saved.isDone) else { throw XzStateError("the index state is out of range") }
+            guard phase == .index || saved.isDone else { throw XzStateError("the index is not complete before the footer") }
+            index = saved
+        }
+        // The gathered unit must be shorter than the unit its phase gathers.
+        guard s.pending.count < Self.largestUnit else { throw XzStateError("too many gathered bytes") }
+        pending.copyBytes(from: s.pending)
+        pendingCount = s.pending.count
+        if phase == .index || phase == .streamPadding {
+            guard pendingCount == 0 else { throw XzStateError("gathered bytes in a phase that gathers none") }
+        } else {
+            if phase == .blockHeader { guard pendingCount >= 1, pending[0] != 0 else { throw XzStateError("a block header without its size byte") } }
+            guard pendingCount < (try unitSize()) else {
+                throw XzStateError("the gathered unit is complete, or longer than its phase allows")
+            }
+        }
+    }
+}
+
+func xzCRC32(_ bytes: UnsafeRawBufferPointer) -> UInt32 {
+    UInt32(crc32(0, bytes.baseAddress?.assumingMemoryBound(to: Bytef.self), UInt32(bytes.count)))
+}
+
+extension StageKind {
+    static let unxz = StageKind.transform(
+        "unxz", options: [.size("memlimit", "largest dictionary accepted (default 256MiB)", in: 1...(1 << 40))],
+        summary: "transform: .xz decompression (LZMA2, delta, x86, ARM64; CRC32/CRC64/SHA-256 checked)",
+        cost: { _ in StageCost(nsPerByte: 60, expansion: 3.5) }, state: XzState.self
+    ) { spec, next, _, saved in
+        try XzDecoder(next: next, memoryLimit: spec.option("memlimit").flatMap(UInt64.init) ?? (256 << 20), restoring: saved)
+    }
+}

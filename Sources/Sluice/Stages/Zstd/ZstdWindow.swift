@@ -1,0 +1,83 @@
+import CZstdDecoder
+import Foundation
+
+/// The output history of a frame: a ring of two segments so no byte is ever moved.
+/// Each block is decoded in place at the write position; when a block might not fit
+/// before the end, writing restarts at the front and the older segment ends where
+/// writing stopped. The ring holds window + 2 blocks (+ copy slack), so the bytes a match
+/// may reach (the last window-size bytes) are never overwritten by the block being decoded.
+final class ZstdWindow {
+    private static let block = 128 * 1024
+    private var storage: UnsafeMutableRawPointer
+    private var usable: Int
+    /// Where the next block goes.
+    private(set) var writeOffset = 0
+    /// End of the older segment (0: none).
+    private var previousEnd = 0
+    private(set) var windowSize: UInt64 = 0
+    /// Bytes of this frame's output the ring holds that a match may reach.
+    private(set) var history: UInt64 = 0
+
+    init() {
+        usable = 0
+        storage = .allocate(byteCount: Self.extra, alignment: 64)
+    }
+
+    deinit { storage.deallocate() }
+
+    private static var extra: Int { 2 * block + 64 + Int(ZSD_OUTPUT_SLACK) + 64 }
+
+    /// Starts a frame with a window of `size` bytes (already checked against the limit),
+    /// holding `restored` as the history (a checkpoint's window; empty for a new frame).
+    func start(windowSize size: UInt64, restored: Data = Data()) {
+        let needed = Int(size) + 2 * Self.block + 64
+        if needed > usable {
+            storage.deallocate()
+            storage = .allocate(byteCount: needed + Int(ZSD_OUTPUT_SLACK) + 64, alignment: 64)
+            usable = needed
+        }
+        windowSize = size
+        previousEnd = 0
+        writeOffset = restored.count
+        history = UInt64(restored.count)
+        restored.withUnsafeBytes { storage.copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+    }
+
+    /// The output description for decoding a block of at most `limit` bytes at the write position.
+    func prepareBlock(limit: Int) -> ZsdOutput {
+        if writeOffset + limit > usable {
+            previousEnd = writeOffset
+            writeOffset = 0
+        }
+        let op = (storage + writeOffset).assumingMemoryBound(to: UInt8.self)
+        let start = storage.assumingMemoryBound(to: UInt8.self)
+        return ZsdOutput(op: op, limit: op + limit, segment_start: start,
+                         previous_end: previousEnd == 0 ? start : start + previousEnd,
+                         history: history, window_size: windowSize)
+    }
+
+    /// Room for a raw or RLE block of `count` bytes at the write position.
+    func rawRoom(_ count: Int) -> UnsafeMutableRawPointer {
+        prepareBlock(limit: count).op.map { UnsafeMutableRawPointer($0) }!
+    }
+
+    /// The block's `count` bytes at the write position are final.
+    func commit(_ count: Int) -> UnsafeRawBufferPointer {
+        let bytes = UnsafeRawBufferPointer(start: storage + writeOffset, count: count)
+        writeOffset += count
+        history = min(windowSize, history + UInt64(count))
+        return bytes
+    }
+
+    /// The last `history` bytes, oldest first: what a checkpoint keeps.
+    func snapshot() -> Data {
+        let wanted = Int(history)
+        if wanted <= writeOffset {
+            return Data(bytes: storage + (writeOffset - wanted), count: wanted)
+        }
+        let older = wanted - writeOffset
+        var data = Data(bytes: storage + (previousEnd - older), count: older)
+        data.append(storage.assumingMemoryBound(to: UInt8.self), count: writeOffset)
+        return data
+    }
+}

@@ -1,0 +1,345 @@
+import CZstdDecoder
+import Foundation
+
+/// `unzstd`: decompresses Zstandard (RFC 8878) with Sluice's own decoder, so that its exact
+/// state can be saved at any input byte and resumed in another process — libzstd cannot.
+/// Frames follow one another; skippable frames are passed over; each frame's content size
+/// and checksum (XXH64) are checked when present. Input is taken a unit at a time (magic,
+/// header, block, checksum): a unit's bytes are buffered until complete, then decoded whole,
+/// so the output passed on always ends at a block boundary and a checkpoint holds at most
+/// one partial block of input.
+public final class ZstdDecoder: ForwardingSink {
+    public let next: ByteSink
+    public let windowLimit: UInt64
+    private let blocks = ZstdBlockDecoder()
+    private let window = ZstdWindow()
+
+    private var phase: ZstdState.Phase = .magic
+    private var compressedOffset: UInt64 = 0
+    private var outputOffset: UInt64 = 0
+    private var framesDone = 0
+    private var skipRemaining: UInt64 = 0
+    private var frame: ZstdFrameHeader?
+    private var frameHeaderBytes: [UInt8] = []
+    private var frameOutput: UInt64 = 0
+    private var blockHeader: UInt32?
+    private var checksum = ZstdChecksum()
+
+    /// The unit being read, with the padding the block decoder may read around it.
+    private let pending: UnsafeMutableRawPointer
+    private var pendingCount = 0
+    /// Bytes the current unit needs in all.
+    private var need = 4
+
+    private static let front = Int(ZSD_INPUT_FRONT_PAD)
+    private static let pendingCapacity = Int(ZSD_BLOCK_MAX)
+
+    public init(next: ByteSink, windowLimit: UInt64 = 128 << 20, restoring state: ZstdState? = nil) throws {
+        self.next = next
+        self.windowLimit = windowLimit
+        let size = Self.front + Self.pendingCapacity + Int(ZSD_INPUT_TAIL_PAD)
+        pending = .allocate(byteCount: size, alignment: 64)
+        pending.initializeMemory(as: UInt8.self, repeating: 0, count: size)
+        if let state {
+            do {
+                try restore(state)
+            } catch let error as ZstdFormatError {
+                throw SluiceError.checkpointRefused(path: "", reason: "its unzstd state is unusable: \(error.reason)")
+            }
+        }
+    }
+
+    deinit { pending.deallocate() }
+
+    private var unit: UnsafeMutableRawPointer { pending + Self.front }
+
+    public func write(_ bytes: UnsafeRawBufferPointer) throws {
+        guard var at = bytes.baseAddress else { return }
+        let end = at + bytes.count
+        while at < end {
+            if phase == .skippableContent {
+                let take = Int(min(skipRemaining, UInt64(end - at)))
+                at += take
+                compressedOffset &+= UInt64(take)
+                skipRemaining -= UInt64(take)
+                if skipRemaining == 0 { endFrame() }
+                continue
+            }
+            let take = min(need - pendingCount, end - at)
+            (unit + pendingCount).copyMemory(from: at, byteCount: take)
+            pendingCount += take
+            at += take
+            compressedOffset &+= UInt64(take)
+            if pendingCount == need { try completeUnit() }
+        }
+    }
+
+    /// The unit in `pending` is complete: act on it and set up the next one.
+    private func completeUnit() throws {
+        let unitStart = compressedOffset - UInt64(pendingCount)
+        do {
+            try complete()
+        } catch let error as ZstdFormatError {
+            throw SluiceError.corruptData(format: "zstd", offset: unitStart, reason: error.reason)
+        }
+    }
+
+    private func complete() throws {
+        let bytes = UnsafeRawBufferPointer(start: unit, count: pendingCount)
+        switch phase {
+        case .magic:
+            let magic = littleEndian(bytes, 4)
+            if magic == ZstdFrameHeader.magic {
+                begin(.frameHeader, need: 1)
+            } else if ZstdFrameHeader.isSkippable(magic) {
+                begin(.skippableSize, need: 4)
+            } else {
+                throw ZstdFormatError(framesDone == 0
+                    ? "not zstd data (it starts with \(hexBytes(bytes)))"
+                    : "trailing garbage after frame \(framesDone) (bytes \(hexBytes(bytes)))")
+            }
+        case .frameHeader:
+            let size = ZstdFrameHeader.size(descriptor: bytes[0])
+            if pendingCount < size {
+                need = size
+                return
+            }
+            frameHeaderBytes = Array(bytes)
+            let header = try ZstdFrameHeader(frameHeaderBytes, windowLimit: windowLimit)
+            frame = header
+            frameOutput = 0
+            window.start(windowSize: header.windowSize)
+            blocks.resetFrame()
+            checksum = ZstdChecksum()
+            begin(.blockHeader, need: 3)
+        case .skippableSize:
+            skipRemaining = UInt64(littleEndian(bytes, 4))
+            begin(.skippableContent, need: 0)
+            if skipRemaining == 0 { endFrame() }
+        case .skippableContent:
+            break
+        case .blockHeader:
+            try startBlock(UInt32(truncatingIfNeeded: littleEndian(bytes, 3)))
+        case .block:
+            try decodeBlock(bytes)
+        case .checksum:
+            let stored = littleEndian(bytes, 4)
+            let computed = checksum.low32
+            guard stored == computed else {
+                throw ZstdFormatError("content checksum mismatch in frame \(framesDone + 1) (stored \(hex32(stored)), computed \(hex32(computed)))")
+            }
+            try endDataFrame()
+        }
+    }
+
+    private func begin(_ next: ZstdState.Phase, need: Int) {
+        phase = next
+        self.need = need
+        pendingCount = 0
+    }
+
+    /// Block header fields: last block, type (0 raw, 1 RLE, 2 compressed), size.
+    private static func fields(_ header: UInt32) -> (last: Bool, type: UInt32, size: Int) {
+        (header & 1 != 0, (header >> 1) & 3, Int(header >> 3))
+    }
+
+    private func startBlock(_ header: UInt32) throws {
+        guard let frame else { throw ZstdFormatError("block outside a frame") }
+        let (_, type, size) = Self.fields(header)
+        guard type != 3 else { throw ZstdFormatError("block type 3 is reserved") }
+        guard size <= frame.blockMaximum else {
+            throw ZstdFormatError("block of \(size) bytes exceeds the frame's maximum of \(frame.blockMaximum)")
+        }
+        blockHeader = header
+        begin(.block, need: type == 1 ? 1 : size)
+        if need == 0 { try decodeBlock(UnsafeRawBufferPointer(start: unit, count: 0)) }
+    }
+
+    private func decodeBlock(_ content: UnsafeRawBufferPointer) throws {
+        guard let frame, let header = blockHeader else { throw ZstdFormatError("block outside a frame") }
+        let (last, type, size) = Self.fields(header)
+        let produced: UnsafeRawBufferPointer
+        switch type {
+        case 0:
+            let room = window.rawRoom(size)
+            if size > 0 { room.copyMemory(from: content.baseAddress!, byteCount: size) }
+            produced = window.commit(size)
+        case 1:
+            window.rawRoom(size).initializeMemory(as: UInt8.self, repeating: content[0], count: size)
+            produced = window.commit(size)
+        default:
+            var output = window.prepareBlock(limit: frame.blockMaximum)
+            let start = output.op!
+            try blocks.decode(content.baseAddress!, count: content.count, into: &output)
+            produced = window.commit(output.op! - start)
+        }
+        frameOutput += UInt64(produced.count)
+        if let expected = frame.contentSize, frameOutput > expected {
+            throw ZstdFormatError("frame \(framesDone + 1) decodes to more than its declared \(expected) bytes")
+        }
+        if frame.hasChecksum { checksum.update(produced) }
+        blockHeader = nil
+        if last {
+            if frame.hasChecksum {
+                begin(.checksum, need: 4)
+            } else {
+                try endDataFrame()
+            }
+        } else {
+            begin(.blockHeader, need: 3)
+        }
+        outputOffset &+= UInt64(produced.count)
+        if !produced.isEmpty { try next.write(produced) }
+    }
+
+    private func endDataFrame() throws {
+        if let expected = frame?.contentSize, frameOutput != expected {
+            throw ZstdFormatError("frame \(framesDone + 1) decoded to \(frameOutput) bytes, its header says \(expected)")
+        }
+        frame = nil
+        endFrame()
+    }
+
+    private func endFrame() {
+        framesDone += 1
+        begin(.magic, need: 4)
+    }
+
+    public func finish() throws {
+        guard phase == .magic, pendingCount == 0, framesDone > 0 else {
+            let whereItStopped: String
+            switch phase {
+            case .magic:
+                whereItStopped = framesDone == 0
+                    ? (pendingCount == 0 ? "no zstd data at all" : "\(pendingCount) bytes are too short for a zstd frame")
+                    : "\(pendingCount) bytes of trailing garbage after frame \(framesDone)"
+            case .frameHeader: whereItStopped = "the stream ends inside a frame header"
+            case .skippableSize, .skippableContent: whereItStopped = "the stream ends inside a skippable frame"
+            case .blockHeader, .block: whereItStopped = "the stream ends inside frame \(framesDone + 1) (truncated)"
+            case .checksum: whereItStopped = "the stream ends inside a frame's checksum"
+            }
+            throw SluiceError.corruptData(format: "zstd", offset: compressedOffset, reason: "unexpected end of data: \(whereItStopped)")
+        }
+        try next.finish()
+    }
+
+    // MARK: Checkpoints
+
+    public func snapshot() -> ZstdState {
+        var frameState: ZstdFrameState?
+        if frame != nil {
+            frameState = ZstdFrameState(
+                header: Data(frameHeaderBytes), frameOutput: frameOutput, blockHeader: blockHeader,
+                window: window.snapshot(), repeatOffsets: blocks.repeatOffsets, huffmanTree: blocks.huffmanTree,
+                sequenceTables: blocks.sequenceTables, checksum: frame!.hasChecksum ? checksum.saved : nil)
+        }
+        return ZstdState(version: ZstdState.currentVersion, phase: phase, compressedOffset: compressedOffset,
+                         outputOffset: outputOffset, framesDone: framesDone,
+                         pending: Data(bytes: unit, count: pendingCount), skipRemaining: skipRemaining, frame: frameState)
+    }
+
+    private func restore(_ state: ZstdState) throws {
+        guard state.version == ZstdState.currentVersion else {
+            throw ZstdFormatError("it has version \(state.version), this build reads version \(ZstdState.currentVersion)")
+        }
+        guard state.framesDone >= 0, state.compressedOffset >= UInt64(state.pending.count) else {
+            throw ZstdFormatError("its offsets are inconsistent")
+        }
+        phase = state.phase
+        compressedOffset = state.compressedOffset
+        outputOffset = state.outputOffset
+        framesDone = state.framesDone
+        skipRemaining = state.skipRemaining
+        let inFrame = [.frameHeader, .blockHeader, .block, .checksum].contains(state.phase) && state.phase != .frameHeader
+        guard inFrame == (state.frame != nil) else { throw ZstdFormatError("its frame state does not match phase \(state.phase.rawValue)") }
+        if let saved = state.frame { try restoreFrame(saved) }
+        // The unit's full size, as the running decoder would have set it.
+        switch phase {
+        case .magic, .checksum, .skippableSize: need = 4
+        case .frameHeader: need = state.pending.isEmpty ? 1 : ZstdFrameHeader.size(descriptor: state.pending[state.pending.startIndex])
+        case .skippableContent:
+            need = 0
+            guard skipRemaining > 0 else { throw ZstdFormatError("it passes over an empty skippable frame") }
+        case .blockHeader: need = 3
+        case .block:
+            guard let header = blockHeader, let frame else { throw ZstdFormatError("its block has no header") }
+            let (_, type, size) = Self.fields(header)
+            guard type != 3, size <= frame.blockMaximum else { throw ZstdFormatError("its block header is invalid") }
+            need = type == 1 ? 1 : size
+        }
+        guard state.pending.count < max(need, 1), state.pending.count <= Self.pendingCapacity,
+              phase != .skippableContent || state.pending.isEmpty else {
+            throw ZstdFormatError("it holds \(state.pending.count) pending bytes for a \(need)-byte unit")
+        }
+        pendingCount = state.pending.count
+        state.pending.withUnsafeBytes { if $0.count > 0 { unit.copyMemory(from: $0.baseAddress!, byteCount: $0.count) } }
+    }
+
+    private func restoreFrame(_ saved: ZstdFrameState) throws {
+        let header = try ZstdFrameHeader(Array(saved.header), windowLimit: windowLimit)
+        let expectedWindow = min(header.windowSize, saved.frameOutput)
+        guard UInt64(saved.window.count) == expectedWindow else {
+            throw ZstdFormatError("its window holds \(saved.window.count) bytes, not \(expectedWindow)")
+        }
+        if let content = header.contentSize, saved.frameOutput > content {
+            throw ZstdFormatError("it has decoded more than the frame's content size")
+        }
+        guard outputOffset >= saved.frameOutput else { throw ZstdFormatError("its output offsets are inconsistent") }
+        if header.hasChecksum {
+            guard let sum = saved.checksum, sum.totalLength == saved.frameOutput else {
+                throw ZstdFormatError("its checksum state is missing or does not match the frame's output")
+            }
+            checksum = try ZstdChecksum(restoring: sum)
+        } else if saved.checksum != nil {
+            throw ZstdFormatError("it has a checksum state for a frame without a checksum")
+        }
+        if phase == .checksum && !header.hasChecksum { throw ZstdFormatError("it reads a checksum the frame does not have") }
+        if phase == .block && saved.blockHeader == nil { throw ZstdFormatError("its block has no header") }
+        try blocks.restore(repeatOffsets: saved.repeatOffsets, huffmanTree: saved.huffmanTree,
+                           sequenceTables: saved.sequenceTables)
+        frame = header
+        frameHeaderBytes = Array(saved.header)
+        frameOutput = saved.frameOutput
+        blockHeader = phase == .block ? saved.blockHeader : nil
+        window.start(windowSize: header.windowSize, restored: saved.window)
+    }
+}
+
+private func littleEndian(_ bytes: UnsafeRawBufferPointer, _ count: Int) -> UInt32 {
+    (0..<count).reversed().reduce(0) { $0 << 8 | UInt32(bytes[$1]) }
+}
+
+private func hex32(_ value: UInt32) -> String {
+    let digits = String(value, radix: 16)
+    return String(repeating: "0", count: 8 - digits.count) + digits
+}
+
+/// `1f 8b 08`: how a message shows bytes it did not expect.
+func hexBytes(_ bytes: UnsafeRawBufferPointer) -> String {
+    bytes.map { byte in
+        let digits = String(byte, radix: 16)
+        return digits.count == 1 ? "0" + digits : digits
+    }.joined(separator: " ")
+}
+
+extension StageOption {
+    /// `memlimit=SIZE`: the largest zstd window accepted (the name `zstd -d --memory=` and unxz use).
+    static let zstdWindowLimit = StageOption.size("memlimit", "largest zstd window accepted (default 128MiB)", in: 1...(1 << 42))
+}
+
+extension ZstdDecoder {
+    /// The window limit a spec asks for, else the default (128 MiB, as `zstd -d`).
+    static func windowLimit(_ spec: StageSpec) -> UInt64 {
+        spec.option("memlimit").flatMap(UInt64.init) ?? (128 << 20)
+    }
+}
+
+extension StageKind {
+    static let unzstd = StageKind.transform(
+        "unzstd", options: [.zstdWindowLimit],
+        summary: "transform: zstd decompression (multi-frame, skippable frames, XXH64 and content size checked)",
+        cost: { _ in StageCost(nsPerByte: 4, expansion: 4) }, state: ZstdState.self
+    ) { spec, next, _, saved in
+        try ZstdDecoder(next: next, windowLimit: ZstdDecoder.windowLimit(spec), restoring: saved)
+    }
+}

@@ -1,0 +1,28 @@
+import Foundation
+import XCTest
+@testable import Sluice
+@testable import SluiceTestSupport
+
+/// Sends a barrier through `head` as if the source stood at `offset`, returning the sealed
+/// checkpoint (the chain must end in a terminal sink such as MemorySink).
+func takeCut(_ head: ByteSink, offset: Int, spec: String) throws -> Checkpoint {
+    let box = CutBox()
+    try head.barrier(Cut(source: SourceState(kind: "read", location: "x", offset: UInt64(offset)), onSeal: { box.cut = $0 }))
+    let sealed = try XCTUnwrap(box.cut)
+    return Checkpoint(spec: spec, source: sealed.source, stages: sealed.stages)
+}
+
+/// The checkpoint as a rerun reads it: encoded to JSON and decoded again.
+func roundTripped(_ checkpoint: Checkpoint) throws -> Checkpoint {
+    try Checkpoint.decode(try checkpoint.encoded(), path: "memory")
+}
+
+/// Writes `bytes` to `sink` in pieces of `chunk` bytes.
+func write(_ bytes: [UInt8], to sink: ByteSink, chunk: Int) throws {
+    var i = 0
+    while i < bytes.count {
+        let end = min(bytes.count, i + chunk)
+        try bytes[i..<end].withUnsafeBytes { try sink.write($0) }
+        i = end
+    }
+}

@@ -1,0 +1,179 @@
+import Foundation
+import XCTest
+@testable import Sluice
+@testable import SluiceTestSupport
+
+/// unzstd against `zstd -dc`: every level and the options that change the frame layout,
+/// written in various chunk sizes; corrupt input is refused with a typed error.
+final class ZstdDecoderTests: XCTestCase {
+    private var thorough: Bool { ProcessInfo.processInfo.environment["SLUICE_SLOW_TESTS"] == "1" }
+
+    static func decode(_ zst: [UInt8], chunk: Int = 65536, windowLimit: UInt64 = 128 << 20) throws -> [UInt8] {
+        let sink = MemorySink()
+        let decoder = try ZstdDecoder(next: sink, windowLimit: windowLimit)
+        try write(zst, to: decoder, chunk: chunk)
+        try decoder.finish()
+        XCTAssertTrue(sink.finished)
+        return sink.bytes
+    }
+
+    /// Text-like, incompressible, and long runs (zstd writes raw and RLE blocks for those).
+    static func samples() -> [(String, [UInt8])] {
+        var rng = SeededRandom(seed: 5)
+        let random = (0..<150_000).map { _ in UInt8.random(in: 0...255, using: &rng) }
+        let runs = [UInt8](repeating: 0, count: 300_000) + [UInt8](repeating: 7, count: 200_000) + Array(random.prefix(1000))
+        return [("text", makeTestData(count: 400_000, seed: 3)), ("random", random), ("runs", runs), ("tiny", Array("hello, zstd".utf8))]
+    }
+
+    func testEveryLevelMatchesZstd() throws {
+        let dir = try makeTemporaryDirectory(self)
+        for (name, plain) in Self.samples() {
+            // Every level with SLUICE_SLOW_TESTS=1; a spread of them otherwise.
+            let levels = (thorough ? (1...19).map { "-\($0)" } : ["-1", "-3", "-7", "-12", "-16", "-19"]) + ["--ultra -22", "--fast=3"]
+            for level in levels {
+                let zst = try zstdCompress(plain, level, in: dir)
+                let output = try Self.decode(zst, chunk: level == "-3" ? 1 : 4096 * (level.count + 1))
+                XCTAssertTrue(output == plain, "\(name) \(level)")
+            }
+        }
+    }
+
+    func testFrameOptionsMatchZstd() throws {
+        let dir = try makeTemporaryDirectory(self)
+        let plain = makeTestData(count: 2_500_000, seed: 9)
+        for (args, streamed) in [("--long=27 -3", false), ("-T2 -5", false), ("--no-check -3", false),
+                                 ("--no-content-size -3", false), ("-3", true), ("--content-size -3", true),
+                                 ("-T2 -B100000 -3", true)] {
+            let zst = try zstdCompress(plain, args, streamed: streamed, in: dir)
+            XCTAssertTrue(try Self.decode(zst, chunk: 100_003) == plain, "\(args) streamed=\(streamed)")
+        }
+    }
+
+    func testConcatenatedSkippableAndEmptyFrames() throws {
+        let dir = try makeTemporaryDirectory(self)
+        let a = makeTestData(count: 200_000, seed: 1), b = Array(makeTestData(count: 50_000, seed: 2))
+        let empty = try zstdCompress([], "-3", in: dir)
+        let streamedEmpty = try zstdCompress([], "-3", streamed: true, in: dir)
+        let zst = try zstdSkippableFrame([1, 2, 3], nibble: 5) + zstdCompress(a, "-19", in: dir) + empty
+            + zstdSkippableFrame([]) + zstdCompress(b, "--no-check -1", streamed: true, in: dir) + streamedEmpty
+            + zstdSkippableFrame(Array(repeating: 9, count: 70_000), nibble: 15)
+        for chunk in [1, 999, 1 << 20] {
+            XCTAssertTrue(try Self.decode(zst, chunk: chunk) == a + b, "chunk \(chunk)")
+        }
+        // Only skippable frames: nothing out, no error (as zstd -d).
+        XCTAssertEqual(try Self.decode(zstdSkippableFrame([4, 5])), [])
+    }
+
+    func testRefusals() throws {
+        let dir = try makeTemporaryDirectory(self)
+        let plain = makeTestData(count: 300_000, seed: 4)
+        let zst = try zstdCompress(plain, "-9", in: dir)
+        expectCorrupt([], "no zstd data")
+        expectCorrupt([0x1f, 0x8b, 8, 0, 0], "not zstd data (it starts with 1f 8b 08 00)")
+        expectCorrupt(zst + [0], "trailing garbage")
+        expectCorrupt(zst + Array(zst.prefix(10)), "ends inside")
+        // Window over the limit: a real frame with a small limit, and a header asking for 2 TiB.
+        expectCorrupt(zst, "window, over the limit of 65536 bytes", windowLimit: 65536)
+        expectCorrupt([0x28, 0xb5, 0x2f, 0xfd, 0x00, 0xf8, 0x01, 0x00, 0x00], "over the limit")
+        // A dictionary ID: refused as such.
+        expectCorrupt([0x28, 0xb5, 0x2f, 0xfd, 0x01, 0x58, 0x2a, 0x01, 0x00, 0x00], "needs dictionary 42")
+        // Bad checksum, bad content size.
+        var badSum = zst
+        badSum[badSum.count - 1] ^= 0x40
+        expectCorrupt(badSum, "checksum mismatch")
+        let withSize = try zstdCompress(Array(plain.prefix(1000)), "-1", in: dir)
+        var badSize = withSize
+        XCTAssertEqual(badSize[4] >> 6, 1, "2-byte content size expected")
+        badSize[6] &+= 1
+        expectCorrupt(badSize, "its header says")
+        // A table description that does not add up: an FSE header in a compressed literals block.
+        let reservedBlock: [UInt8] = [0x28, 0xb5, 0x2f, 0xfd, 0x20, 0x05, 0x07, 0x00, 0x00]
+        expectCorrupt(reservedBlock, "reserved")
+    }
+
+    /// Every prefix of a small frame is refused, never accepted as complete.
+    func testEveryTruncationIsRefused() throws {
+        let dir = try makeTemporaryDirectory(self)
+        let zst = try zstdCompress(makeTestData(count: 20_000, seed: 8), "-19", in: dir)
+        for length in 0..<zst.count {
+            XCTAssertThrowsError(try Self.decode(Array(zst.prefix(length)), chunk: 777), "prefix \(length)") { error in
+                guard case SluiceError.corruptData? = error as? SluiceError else { return XCTFail("\(error)") }
+            }
+        }
+    }
+
+    /// Mutants of small checksummed inputs: each either decodes to the original (the
+    /// mutation was harmless) or throws corruptData — never a trap, a hang or wrong output.
+    func testFuzzedInputsFailCleanly() throws {
+        let dir = try makeTemporaryDirectory(self)
+        var rng = SeededRandom(seed: 2026)
+        var inputs: [([UInt8], [UInt8])] = []
+        for (i, level) in ["-1", "-6", "-19", "--ultra -22", "-3"].enumerated() {
+            let plain = makeTestData(count: 3000 + 4000 * i, seed: UInt64(i))
+            inputs.append((try zstdCompress(plain, level, in: dir), plain))
+        }
+        let repetitive = Array(String(repeating: "abcabcabd", count: 900).utf8) + makeTestData(count: 2000, seed: 77)
+        inputs.append((try zstdCompress(repetitive, "-12", in: dir), repetitive))
+        var mutants = 0, refused = 0
+        for round in 0..<2400 {
+            let (zst, plain) = inputs[round % inputs.count]
+            var mutant = zst
+            switch round % 4 {
+            case 0, 1:
+                for _ in 0..<Int.random(in: 1...3, using: &rng) {
+                    let at = Int.random(in: 0..<mutant.count, using: &rng)
+                    mutant[at] ^= UInt8.random(in: 1...255, using: &rng)
+                }
+            case 2:
+                let at = Int.random(in: 4..<mutant.count, using: &rng)
+                mutant[at] = [0, 0xff, 0x80, 0x7f][Int.random(in: 0...3, using: &rng)]
+            default:
+                let at = Int.random(in: 0..<mutant.count, using: &rng)
+                mutant.removeSubrange(at..<min(mutant.count, at + Int.random(in: 1...40, using: &rng)))
+            }
+            mutants += 1
+            do {
+                let output = try Self.decode(mutant, chunk: Int.random(in: 1...5000, using: &rng))
+                XCTAssertTrue(output == plain, "mutant \(round) decoded to different output without an error")
+            } catch let error as SluiceError {
+                guard case .corruptData(let format, _, _) = error, format == "zstd" else { return XCTFail("\(error)") }
+                refused += 1
+            }
+        }
+        XCTAssertGreaterThanOrEqual(mutants, 2000)
+        XCTAssertGreaterThan(refused, mutants / 2)
+    }
+
+    func testChecksumMatchesReference() throws {
+        // XXH64 of "" and of "abc" with seed 0, as published with the algorithm.
+        XCTAssertEqual(xxh64([]), 0xEF46DB3751D8E999)
+        XCTAssertEqual(xxh64(Array("abc".utf8)), 0x44BC2CF5AD770999)
+        // Streaming in odd pieces agrees with one call.
+        let data = makeTestData(count: 10_000, seed: 6)
+        var whole = ZstdChecksum(), parts = ZstdChecksum()
+        data.withUnsafeBytes { whole.update($0) }
+        var i = 0
+        while i < data.count {
+            let end = min(data.count, i + 1 + i % 45)
+            data[i..<end].withUnsafeBytes { parts.update($0) }
+            i = end
+        }
+        XCTAssertEqual(whole.low32, parts.low32)
+    }
+
+    private func xxh64(_ bytes: [UInt8]) -> UInt64 {
+        var sum = ZstdChecksum()
+        bytes.withUnsafeBytes { sum.update($0) }
+        return sum.digest
+    }
+
+    private func expectCorrupt(_ zst: [UInt8], _ words: String, windowLimit: UInt64 = 128 << 20,
+                               file: StaticString = #filePath, line: UInt = #line) {
+        XCTAssertThrowsError(try Self.decode(zst, windowLimit: windowLimit), file: file, line: line) { error in
+            guard case SluiceError.corruptData(let format, _, let reason)? = error as? SluiceError, format == "zstd" else {
+                return XCTFail("unexpected \(error)", file: file, line: line)
+            }
+            XCTAssertTrue(reason.contains(words), "\(reason) — expected “\(words)”", file: file, line: line)
+        }
+    }
+}
