@@ -23,7 +23,7 @@ let package = Package(
         // Shared by both test targets: child-process runners, the fault server, nginx, generators.
         .target(name: "SluiceTestSupport", dependencies: ["Sluice", "CZlib"], path: "Tests/SluiceTestSupport"),
         // Fast, in-process: `swift test --filter SluiceUnitTests` runs in seconds.
-        .testTarget(name: "SluiceUnitTests", dependencies: ["Sluice", "SluiceTestSupport", "CZlib", "CCrypto"]),
+        .testTarget(name: "SluiceUnitTests", dependencies: ["Sluice", "SluiceTestSupport", "CZlib", "CCrypto", "CIsal"]),
         // The real binary, nginx, kill loops; slow ones run only with SLUICE_SLOW_TESTS=1 (Scripts/test sets it).
         .testTarget(name: "SluiceIntegrationTests", dependencies: ["Sluice", "SluiceTestSupport", "CZlib", "CCrypto"]),
     ],

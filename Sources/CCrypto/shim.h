@@ -4,3 +4,7 @@
 #include <openssl/sha.h>
 #include <openssl/opensslv.h>
 #include <openssl/crypto.h>
+#include <openssl/hmac.h>
+#include <openssl/evp.h>
+// getrandom(2), for the checkpoint key; Glibc's Swift overlay does not export it.
+#include <sys/random.h>

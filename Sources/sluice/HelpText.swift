@@ -38,6 +38,8 @@ enum HelpText {
                 Entry(term: "CURL_CA_BUNDLE, SSL_CERT_FILE, SSL_CERT_DIR",
                       text: "CA certificates to trust for https (a PEM file; a hashed directory), as the curl tool reads them; --cacert wins"),
                 Entry(term: "HOME", text: "where --netrc finds .netrc"),
+                Entry(term: "SLUICE_STATE_DIR, XDG_STATE_HOME",
+                      text: "where the key that authenticates checkpoints lives: $SLUICE_STATE_DIR/key, else $XDG_STATE_HOME/sluice/key, else ~/.local/state/sluice/key (made on first use, mode 0600)"),
             ]),
             Section(title: "FILES", intro: "Beside a file sink's PATH (every name is refused when a symlink or non-regular file is in the way):", entries: [
                 Entry(term: "PATH.sluice-part", text: "the output while it grows; renamed to PATH only when the whole pipeline succeeded"),

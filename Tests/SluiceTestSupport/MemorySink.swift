@@ -20,3 +20,17 @@ final class MemorySink: TerminalSink {
 
     func finish() throws { finished = true }
 }
+
+/// Decodes `gzip` with a fresh decoder on `engine`, written `chunk` bytes at a time.
+func gunzip(_ gzip: [UInt8], engine: InflateEngineKind, chunk: Int = 65536) throws -> [UInt8] {
+    let sink = MemorySink()
+    let decoder = try GzipDecoder(engine: engine, next: sink)
+    var i = 0
+    while i < gzip.count {
+        let end = min(gzip.count, i + chunk)
+        try decoder.write(Array(gzip[i..<end]))
+        i = end
+    }
+    try decoder.finish()
+    return sink.bytes
+}

@@ -14,7 +14,7 @@ func takeCut(_ head: ByteSink, offset: Int, spec: String) throws -> Checkpoint {
 
 /// The checkpoint as a rerun reads it: encoded to JSON and decoded again.
 func roundTripped(_ checkpoint: Checkpoint) throws -> Checkpoint {
-    try Checkpoint.decode(try checkpoint.encoded(), path: "memory")
+    try Checkpoint.decode(try checkpoint.encoded(key: .test), path: "memory", key: .test)
 }
 
 /// Writes `bytes` to `sink` in pieces of `chunk` bytes.

@@ -10,16 +10,7 @@ final class GzipDecoderTests: XCTestCase {
     }
 
     private func decode(_ gzip: [UInt8], engine: InflateEngineKind, chunk: Int = 65536) throws -> [UInt8] {
-        let sink = MemorySink()
-        let decoder = try GzipDecoder(engine: engine, next: sink)
-        var i = 0
-        while i < gzip.count {
-            let end = min(gzip.count, i + chunk)
-            try decoder.write(Array(gzip[i..<end]))
-            i = end
-        }
-        try decoder.finish()
-        return sink.bytes
+        try gunzip(gzip, engine: engine, chunk: chunk)
     }
 
     private func gzipDCFile(_ path: String, dir: String) throws -> [UInt8] {
@@ -102,6 +93,24 @@ final class GzipDecoderTests: XCTestCase {
         for engine in InflateEngineKind.allCases {
             XCTAssertEqual(try decode(padded, engine: engine, chunk: 4096), plain, "\(engine)")
             XCTAssertThrowsError(try decode(padded + [1], engine: engine), "\(engine)")
+        }
+    }
+}
+
+/// What the byte after a member starts, by table.
+final class MemberBoundaryTests: XCTestCase {
+    func testTheByteAfterAMember() {
+        let rows: [(byte: UInt8, membersDone: Int, expected: GzipDecoder.MemberBoundary, line: UInt)] = [
+            (0x1f, 0, .member, #line),
+            (0x00, 0, .member, #line),   // the first member's header parser reports the bad magic
+            (0x42, 0, .member, #line),
+            (0x1f, 1, .member, #line),
+            (0x00, 1, .padding, #line),
+            (0x42, 3, .garbage, #line),
+            (0x8b, 1, .garbage, #line),
+        ]
+        for row in rows {
+            XCTAssertEqual(GzipDecoder.MemberBoundary.decide(nextByte: row.byte, membersDone: row.membersDone), row.expected, line: row.line)
         }
     }
 }

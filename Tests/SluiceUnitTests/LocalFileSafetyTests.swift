@@ -162,7 +162,9 @@ final class LocalFileSafetyTests: XCTestCase {
         let bytes = [UInt8](repeating: 0x41, count: 100)
         for fd in [recorded, other] { _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } }
         let identity = try XCTUnwrap(POSIX.fstatFacts(recorded)?.identity)
-        let state = StdoutSinkState(bytesWritten: 40, fileSize: 40, startFileSize: 10, file: identity)
+        var written = OutputChecksum()  // what a resume reads back: the 40 bytes the sink wrote
+        Array(bytes.prefix(40)).withUnsafeBytes { written.update($0) }
+        let state = StdoutSinkState(bytesWritten: 40, fileSize: 40, startFileSize: 10, file: identity, crc64: written.value)
 
         assertUnsafePath({ _ = try StdoutSink(fd: other, restoring: state) }, mentioning: "not the file the checkpoint recorded")
         assertUnsafePath({ try StdoutSink.undo(state, fd: other) }, mentioning: "not the file the checkpoint recorded")

@@ -37,6 +37,23 @@ final class RunDecisionTests: XCTestCase {
         }
     }
 
+    /// A checkpoint that cannot be authenticated: a file sink starts over, stdout refuses,
+    /// and --restart discards it without acting on anything in it.
+    func testAnUntrustedCheckpoint() {
+        let distrust = CheckpointDistrust(path: "c", reason: "its authentication code does not match")
+        let rows: [(restart: Bool, canStartOver: Bool, expected: RunStart, line: UInt)] = [
+            (false, true, .distrustThenFresh(reason: "cannot trust checkpoint c: its authentication code does not match; starting over from zero"), #line),
+            (false, false, .refuse(.checkpointRefused(path: "c", reason: "cannot trust it: its authentication code does not match")), #line),
+            (true, true, .discardThenFresh(undoStdout: nil), #line),
+            (true, false, .discardThenFresh(undoStdout: nil), #line),
+        ]
+        for row in rows {
+            let decided = RunStart.decide(restart: row.restart, stored: .untrusted(distrust), sinkCanStartOver: row.canStartOver,
+                                          mismatch: { _ in nil })
+            XCTAssertEqual(decided, row.expected, line: row.line)
+        }
+    }
+
     func testWhichLockFilesARunRemoves() {
         let rows: [(failure: SluiceError?, created: Bool, removes: Bool, line: UInt)] = [
             (nil, true, true, #line),
@@ -78,6 +95,9 @@ final class RunDecisionTests: XCTestCase {
             (.partialTooShort(path: "p", expected: 9), fileResumed,
              .startOver(reason: "p is shorter than the 9 bytes the checkpoint records; starting over from zero"), #line),
             (.partialTooShort(path: "p", expected: 9), fileAgain, .fail(.io(path: "p", operation: "resume", errno: EIO), discard: false), #line),
+            (.partialChanged(path: "p", bytes: 9), fileResumed,
+             .startOver(reason: "the first 9 bytes of p changed since the checkpoint (their CRC-64 differs); starting over from zero"), #line),
+            (.partialChanged(path: "p", bytes: 9), fileAgain, .fail(.io(path: "p", operation: "resume", errno: EIO), discard: false), #line),
             // Failures after bytes arrived keep what a rerun resumes from…
             (.failed(transfer, sourceOffset: 100), fileFresh, .fail(transfer, discard: false), #line),
             (.failed(.cancelled, sourceOffset: 100), fileFresh, .fail(.cancelled, discard: false), #line),

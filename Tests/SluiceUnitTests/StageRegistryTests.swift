@@ -120,20 +120,20 @@ final class StageRegistryTests: XCTestCase {
         let checkpoint = Checkpoint(spec: "read x | verify sha256:\(digest) | file out", writtenAt: Date(timeIntervalSince1970: 0),
                                     source: SourceState(kind: "read", location: "x", offset: 3, totalLength: 9),
                                     stages: states)
-        let data = try checkpoint.encoded()
+        let data = try checkpoint.encoded(key: .test)
         let text = String(decoding: data, as: UTF8.self)
         for key in ["\"bytes_hashed\"", "\"partial_block\"", "\"bytes_written\"", "\"start_file_size\"", "\"total_length\"", "\"written_at\""] {
             XCTAssertTrue(text.contains(key), "\(key) missing in \(text)")
         }
         XCTAssertFalse(text.contains("bytesWritten"), text)
-        let decoded = try Checkpoint.decode(data, path: "x.sluice")
+        let decoded = try Checkpoint.decode(data, path: "x.sluice", key: .test)
         XCTAssertEqual(decoded.stages, states)
         XCTAssertEqual(decoded.stages.map(\.stageName), ["verify", "file", "stdout"])
     }
 
     func testOlderCheckpointVersionIsRefusedClearly() {
         let old = Data(#"{"format":"sluice-checkpoint","version":1,"spec":"read x | stdout"}"#.utf8)
-        XCTAssertThrowsError(try Checkpoint.decode(old, path: "x.sluice")) { error in
+        XCTAssertThrowsError(try Checkpoint.decode(old, path: "x.sluice", key: .test)) { error in
             XCTAssertTrue("\(error)".contains("older sluice (format version 1"), "\(error)")
         }
     }
@@ -141,9 +141,9 @@ final class StageRegistryTests: XCTestCase {
     func testUnknownStageInACheckpointIsRefused() throws {
         let checkpoint = Checkpoint(spec: "read x | stdout", source: SourceState(kind: "read", location: "x"),
                                     stages: [StageState(StdoutSinkState(bytesWritten: 0, fileSize: nil))])
-        let text = String(decoding: try checkpoint.encoded(), as: UTF8.self)
+        let text = String(decoding: try checkpoint.encoded(key: .test), as: UTF8.self)
             .replacingOccurrences(of: "\"stage\":\"stdout\"", with: "\"stage\":\"nonesuch\"")
-        XCTAssertThrowsError(try Checkpoint.decode(Data(text.utf8), path: "x.sluice")) { error in
+        XCTAssertThrowsError(try Checkpoint.decode(Data(text.utf8), path: "x.sluice", key: .test)) { error in
             XCTAssertTrue("\(error)".contains("nonesuch") || "\(error)".contains("digest"), "\(error)")
         }
     }

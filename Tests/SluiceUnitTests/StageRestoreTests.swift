@@ -133,8 +133,9 @@ final class StageRestoreTests: XCTestCase {
         try feed(gzip[0..<5000], into: chain.head, rng: &Self.rng, oneByteWrites: false)
         var checkpoint = try roundTrip(cut(chain.head, offset: 5000))
         for (i, state) in checkpoint.stages.enumerated() {
-            if var g = state.as(GzipState.self) {
-                g.deflate?.layout = "isal-9.99.0/12345"
+            if var g = state.as(GzipState.self), case .isal(var isal)? = g.deflate {
+                isal.layout = "isal-9.99.0/12345"
+                g.deflate = .isal(isal)
                 checkpoint.stages[i] = StageState(g)
             }
         }
@@ -177,7 +178,7 @@ final class StageRestoreTests: XCTestCase {
     }
 
     private func roundTrip(_ checkpoint: Checkpoint) throws -> Checkpoint {
-        try Checkpoint.decode(try checkpoint.encoded(), path: "memory")
+        try Checkpoint.decode(try checkpoint.encoded(key: .test), path: "memory", key: .test)
     }
 }
 

@@ -16,9 +16,9 @@ public struct Checkpoint: Codable, Sendable, Equatable {
     public var source: SourceState
     /// The state of every stage after the source, in pipeline order.
     public var stages: [StageState]
-    /// SHA-256 of the checkpoint's JSON without this field: a damaged or edited checkpoint
-    /// is refused instead of being fed to an inflater.
-    public var digest: String?
+    /// `hmac-sha256:HEX` of the checkpoint's JSON without this field, under the user's
+    /// `CheckpointKey`: a checkpoint someone else wrote or changed is not trusted.
+    public var mac: String?
 
     public init(spec: String, writtenAt: Date = Date(), source: SourceState, stages: [StageState]) {
         self.spec = spec
@@ -27,10 +27,20 @@ public struct Checkpoint: Codable, Sendable, Equatable {
         self.stages = stages
     }
 
-    func encoded() throws -> Data {
+    static let macScheme = "hmac-sha256:"
+
+    /// The JSON to store, sealed with `key`.
+    func encoded(key: CheckpointKey) throws -> Data {
         var sealed = self
-        sealed.digest = try Self.digest(of: self)
+        sealed.mac = Self.macScheme + hex(key.mac(try unsealedBytes()))
         return try Self.encoder.encode(sealed)
+    }
+
+    /// The encoding the MAC covers: everything but the MAC.
+    private func unsealedBytes() throws -> [UInt8] {
+        var unsealed = self
+        unsealed.mac = nil
+        return [UInt8](try Self.encoder.encode(unsealed))
     }
 
     private static var encoder: JSONEncoder {
@@ -41,18 +51,10 @@ public struct Checkpoint: Codable, Sendable, Equatable {
         return encoder
     }
 
-    /// The digest of `checkpoint` encoded without its digest field.
-    private static func digest(of checkpoint: Checkpoint) throws -> String {
-        var unsealed = checkpoint
-        unsealed.digest = nil
-        let bytes = [UInt8](try encoder.encode(unsealed))
-        var digest = [UInt8](repeating: 0, count: 32)
-        _ = SHA256(bytes, bytes.count, &digest)
-        return hex(digest)
-    }
-
-    /// Decodes a checkpoint, refusing other formats and versions before reading the rest.
-    static func decode(_ data: Data, path: String) throws -> Checkpoint {
+    /// Decodes a checkpoint, refusing other formats and versions before reading the rest,
+    /// then checks its MAC with `key` (nil: this user has no key yet). An unauthenticated
+    /// one throws `CheckpointDistrust`; nothing in it has been acted on.
+    static func decode(_ data: Data, path: String, key: CheckpointKey?) throws -> Checkpoint {
         struct Header: Decodable { var format: String?; var version: Int? }
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .iso8601
@@ -76,10 +78,20 @@ public struct Checkpoint: Codable, Sendable, Equatable {
         } catch {
             throw SluiceError.checkpointRefused(path: path, reason: "it is damaged (\(Self.describe(error)))")
         }
-        guard let stored = checkpoint.digest, stored == (try? digest(of: checkpoint)) else {
-            throw SluiceError.checkpointRefused(path: path, reason: "it is damaged or was edited (its digest does not match its content)")
-        }
+        try checkpoint.authenticate(with: key, path: path)
         return checkpoint
+    }
+
+    private func authenticate(with key: CheckpointKey?, path: String) throws {
+        guard let key else {
+            throw CheckpointDistrust(path: path, reason: "there is no checkpoint key to check it with (\(CheckpointKey.directory())/key is missing: another machine or user wrote it, or the key was removed)")
+        }
+        // Compared in constant time, so the comparison does not leak how much matched.
+        guard let stored = mac.map({ Array($0.utf8) }), let unsealed = try? unsealedBytes(),
+              case let expected = Array((Self.macScheme + hex(key.mac(unsealed))).utf8),
+              stored.count == expected.count, CRYPTO_memcmp(stored, expected, expected.count) == 0 else {
+            throw CheckpointDistrust(path: path, reason: "its authentication code does not match (it was changed, damaged, or written with another key)")
+        }
     }
 
     /// Whether the stages' positions fit together: each stage took in exactly what the

@@ -7,7 +7,13 @@ public struct CheckpointInspector {
 
     public init(path: String) throws {
         self.path = path
-        guard let checkpoint = try CheckpointStore(path: path).load() else {
+        let loaded: Checkpoint?
+        do {
+            loaded = try CheckpointStore(path: path).load()
+        } catch let distrust as CheckpointDistrust {
+            throw SluiceError.checkpointRefused(path: path, reason: "cannot trust it: \(distrust.reason)")
+        }
+        guard let checkpoint = loaded else {
             throw SluiceError.usage("no checkpoint at \(path)")
         }
         self.checkpoint = checkpoint

@@ -9,6 +9,9 @@ enum StoredCheckpoint: Equatable {
     case valid(Checkpoint)
     /// A sluice checkpoint that cannot be trusted (damaged, another version): `--restart` may remove it.
     case damaged(SluiceError)
+    /// A sluice checkpoint that cannot be authenticated (wrong MAC, no key here): nothing
+    /// in it may be acted on, but a file sink may start over.
+    case untrusted(CheckpointDistrust)
     /// A regular file that is not a sluice checkpoint at all: never used, never removed.
     case foreign(path: String)
 }
@@ -25,19 +28,37 @@ public final class CheckpointStore: @unchecked Sendable {
 
     public static func temporaryPath(for path: String) -> String { path + ".tmp" }
 
-    public init(path: String) {
+    /// Where the `CheckpointKey` that seals and checks this checkpoint lives.
+    public let keyDirectory: String
+    private let keyLock = NSLock()
+    private var sealingKey: CheckpointKey?
+
+    public init(path: String, keyDirectory: String = CheckpointKey.directory()) {
         self.path = path
+        self.keyDirectory = keyDirectory
+    }
+
+    /// The key to seal with, made on first use (read once per store).
+    private func keyForSaving() throws -> CheckpointKey {
+        keyLock.lock()
+        defer { keyLock.unlock() }
+        if let sealingKey { return sealingKey }
+        let key = try CheckpointKey.loadOrCreate(in: keyDirectory)
+        sealingKey = key
+        return key
     }
 
     public var exists: Bool { POSIX.lstatFacts(path) != nil }
 
     /// The stored checkpoint, nil when there is none; refuses one it cannot trust, and
-    /// anything that is not a checkpoint.
+    /// anything that is not a checkpoint; throws `CheckpointDistrust` for one it cannot
+    /// authenticate.
     public func load() throws -> Checkpoint? {
         switch try read() {
         case .none: return nil
         case .valid(let checkpoint): return checkpoint
         case .damaged(let error): throw error
+        case .untrusted(let distrust): throw distrust
         case .foreign(let path): throw Self.notACheckpoint(path)
         }
     }
@@ -60,9 +81,11 @@ public final class CheckpointStore: @unchecked Sendable {
         }
         guard Self.isSluiceCheckpoint(data) else { return .foreign(path: path) }
         do {
-            return .valid(try Checkpoint.decode(data, path: path))
+            return .valid(try Checkpoint.decode(data, path: path, key: try CheckpointKey.existing(in: keyDirectory)))
         } catch let error as SluiceError {
             return .damaged(error)
+        } catch let distrust as CheckpointDistrust {
+            return .untrusted(distrust)
         }
     }
 
@@ -78,7 +101,7 @@ public final class CheckpointStore: @unchecked Sendable {
     }
 
     public func save(_ checkpoint: Checkpoint) throws {
-        let data = try checkpoint.encoded()
+        let data = try checkpoint.encoded(key: try keyForSaving())
         let temporaryPath = self.temporaryPath
         // A temporary file left by a crash (we hold the lock, so it is not another run's).
         if POSIX.lstatFacts(temporaryPath)?.kind == .regular { unlink(temporaryPath) }

@@ -96,10 +96,12 @@ public final class Pipeline: Sendable {
     /// Decides how to begin (`RunStart`), then runs attempts until `AfterAttempt` says
     /// stop; the decisions are pure functions, this only gathers facts and acts.
     private func runHoldingLocks(started: Date) throws -> RunReport {
-        let store = checkpointPath.map(CheckpointStore.init(path:))
+        let store = checkpointPath.map { CheckpointStore(path: $0) }
         var checkpoint: Checkpoint?
+        var restartReason: String?
         let stored = try store?.read() ?? .none
-        switch RunStart.decide(restart: options.restart, stored: stored, mismatch: { self.mismatch($0, storedAt: store?.path ?? "") }) {
+        switch RunStart.decide(restart: options.restart, stored: stored, sinkCanStartOver: output != nil,
+                               mismatch: { self.mismatch($0, storedAt: store?.path ?? "") }) {
         case .fresh: break
         case .resume(let saved): checkpoint = saved
         case .refuse(let error): throw error
@@ -108,13 +110,18 @@ public final class Pipeline: Sendable {
             if let undoStdout, output == nil { try StdoutSink.undo(undoStdout) }
             store?.remove()
             discardPartialOutput()
+        case .distrustThenFresh(let reason):
+            restartReason = reason
+            control.progress.emit(.restart(reason: reason))
+            store?.remove()
+            discardPartialOutput()
         }
 
-        var restartReason: String?
         let resumedAt = checkpoint?.source.offset
+        var startedOver = false
         while true {
             let outcome = runOnce(resumingFrom: checkpoint, store: store)
-            let facts = AfterAttempt.Facts(sinkCanStartOver: output != nil, startedOver: restartReason != nil,
+            let facts = AfterAttempt.Facts(sinkCanStartOver: output != nil, startedOver: startedOver,
                                            resumed: checkpoint != nil, checkpointKept: store?.exists ?? false)
             switch AfterAttempt.decide(outcome, facts) {
             case .finished(let sourceBytes):
@@ -129,6 +136,7 @@ public final class Pipeline: Sendable {
                 throw error
             case .startOver(let reason):
                 restartReason = reason
+                startedOver = true
                 control.progress.emit(.restart(reason: reason))
                 store?.remove()
                 discardPartialOutput()
@@ -191,6 +199,8 @@ public final class Pipeline: Sendable {
             return .sourceChanged(location: changed.location, reason: changed.reason)
         } catch FileSinkError.partialTooShort(let path, let expected) {
             return .partialTooShort(path: path, expected: expected)
+        } catch FileSinkError.partialChanged(let path, let bytes) {
+            return .partialChanged(path: path, bytes: bytes)
         } catch let error as SluiceError {
             return .failed(error, sourceOffset: reached)
         } catch {

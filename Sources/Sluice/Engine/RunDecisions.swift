@@ -16,17 +16,29 @@ enum RunStart: Equatable {
     case discardThenFresh(undoStdout: StdoutSinkState?)
     /// Exit 2, nothing touched.
     case refuse(SluiceError)
+    /// A checkpoint that cannot be authenticated, for a sink that can start over: remove
+    /// it and the partial output, say why, and run from zero.
+    case distrustThenFresh(reason: String)
 
     /// - Parameter mismatch: why a valid checkpoint does not belong to this pipeline, or nil.
-    static func decide(restart: Bool, stored: StoredCheckpoint, mismatch: (Checkpoint) -> SluiceError?) -> RunStart {
+    /// - Parameter sinkCanStartOver: the sink can take back what it wrote (a file sink can;
+    ///   stdout cannot, so it refuses a checkpoint it cannot trust).
+    static func decide(restart: Bool, stored: StoredCheckpoint, sinkCanStartOver: Bool = true,
+                       mismatch: (Checkpoint) -> SluiceError?) -> RunStart {
         switch (restart, stored) {
         case (_, .foreign(let path)):
             // Not ours: never used, and --restart does not remove it either.
             return .refuse(CheckpointStore.notACheckpoint(path))
         case (true, .valid(let checkpoint)):
             return .discardThenFresh(undoStdout: checkpoint.stages.last?.as(StdoutSinkState.self))
-        case (true, .none), (true, .damaged):
+        case (true, .none), (true, .damaged), (true, .untrusted):
+            // An untrusted checkpoint's stdout offsets are not acted on either.
             return .discardThenFresh(undoStdout: nil)
+        case (false, .untrusted(let distrust)):
+            guard sinkCanStartOver else {
+                return .refuse(.checkpointRefused(path: distrust.path, reason: "cannot trust it: \(distrust.reason)"))
+            }
+            return .distrustThenFresh(reason: "cannot trust checkpoint \(distrust.path): \(distrust.reason); starting over from zero")
         case (false, .none):
             return .fresh
         case (false, .damaged(let error)):
@@ -45,6 +57,8 @@ enum AttemptOutcome: Equatable {
     case sourceChanged(location: String, reason: String)
     /// The partial file is shorter than the checkpoint says is durable.
     case partialTooShort(path: String, expected: UInt64)
+    /// The partial file's first `bytes` bytes are not those the checkpoint recorded.
+    case partialChanged(path: String, bytes: UInt64)
     /// Any other failure; `sourceOffset` is where the source stood when it happened.
     case failed(SluiceError, sourceOffset: UInt64)
 }
@@ -84,6 +98,9 @@ enum AfterAttempt: Equatable {
         case .partialTooShort(let path, let expected):
             guard !facts.startedOver else { return .fail(.io(path: path, operation: "resume", errno: EIO), discard: false) }
             return .startOver(reason: "\(path) is shorter than the \(expected) bytes the checkpoint records; starting over from zero")
+        case .partialChanged(let path, let bytes):
+            guard !facts.startedOver else { return .fail(.io(path: path, operation: "resume", errno: EIO), discard: false) }
+            return .startOver(reason: "the first \(bytes) bytes of \(path) changed since the checkpoint (their CRC-64 differs); starting over from zero")
         case .failed(let error, let offset):
             // Proven wrong output goes; so does output no checkpoint can ever resume, and a
             // run that failed for good before its first byte leaves nothing behind. A refusal

@@ -7,6 +7,8 @@ public struct FileSinkState: StageStateValue {
     public static let stage = "file"
     public var path: String
     public var bytesWritten: UInt64
+    /// CRC-64 of those bytes: a resume reads the partial file back and compares.
+    public var crc64: UInt64 = 0
 
     public var position: StagePosition { StagePosition(input: bytesWritten, output: bytesWritten) }
 
@@ -28,6 +30,7 @@ public final class FileSink: TerminalSink {
     public let partialPath: String
     private var fd: Int32
     private var bytesWritten: UInt64
+    private var checksum: OutputChecksum
     /// Up to where writeback has been started (see `startWriteback`).
     private var writebackStarted: UInt64
     private static let writebackStep: UInt64 = 8 << 20
@@ -36,17 +39,25 @@ public final class FileSink: TerminalSink {
     public static func partialPath(for path: String) -> String { path + ".sluice-part" }
 
     /// Opens the partial file: empty for a fresh run, cut back to the checkpoint's
-    /// length when restoring (bytes written after the last checkpoint are not trusted).
+    /// length when restoring (bytes written after the last checkpoint are not trusted),
+    /// after reading the kept bytes back once to check they are the ones written.
     public init(path: String, restoring state: FileSinkState? = nil) throws {
         self.path = path
         self.partialPath = Self.partialPath(for: path)
+        if let state, state.bytesWritten > UInt64(Int64.max) {
+            throw SluiceError.checkpointRefused(path: "(file stage)", reason: "the file state is malformed: \(state.bytesWritten) bytes written")
+        }
         fd = try Self.openPartial(partialPath, fresh: state == nil)
         let keep = state?.bytesWritten ?? 0
         if let state, (POSIX.fileSize(fd) ?? 0) < state.bytesWritten {
             close(fd)
             throw FileSinkError.partialTooShort(path: partialPath, expected: state.bytesWritten)
         }
+        checksum = OutputChecksum(state?.crc64 ?? 0)
         do {
+            if let state, try OutputChecksum.of(fd, from: 0, count: keep, path: partialPath) != checksum {
+                throw FileSinkError.partialChanged(path: partialPath, bytes: state.bytesWritten)
+            }
             try POSIX.truncate(fd, to: keep, path: partialPath)
         } catch {
             close(fd)
@@ -77,7 +88,8 @@ public final class FileSink: TerminalSink {
                 }
                 continue
             }
-            guard let fd = try POSIX.openRegular(path, access: O_WRONLY, operation: "open") else { continue }
+            // Read as well as written: a resume reads the kept bytes back.
+            guard let fd = try POSIX.openRegular(path, access: O_RDWR, operation: "open") else { continue }
             guard let facts = POSIX.fstatFacts(fd), facts.links == 1 else {
                 close(fd)
                 throw SluiceError.unsafePath(path: path, reason: "it has other hard links, so cutting it back would change another file too")
@@ -94,6 +106,7 @@ public final class FileSink: TerminalSink {
 
     public func write(_ bytes: UnsafeRawBufferPointer) throws {
         try POSIX.writeAll(fd, bytes, path: partialPath)
+        checksum.update(bytes)
         bytesWritten &+= UInt64(bytes.count)
         if bytesWritten - writebackStarted >= Self.writebackStep { startWriteback() }
     }
@@ -108,7 +121,7 @@ public final class FileSink: TerminalSink {
     }
 
     public func snapshot() -> FileSinkState {
-        FileSinkState(path: path, bytesWritten: bytesWritten)
+        FileSinkState(path: path, bytesWritten: bytesWritten, crc64: checksum.value)
     }
 
     public func durability() throws -> (@Sendable () throws -> Void)? {
@@ -141,10 +154,12 @@ public final class FileSink: TerminalSink {
     }
 }
 
-/// Why a file sink cannot continue from a checkpoint.
-enum FileSinkError: Error {
+/// Why a file sink cannot continue from a checkpoint; the pipeline starts over from zero.
+enum FileSinkError: Error, Equatable {
     /// The partial file holds fewer bytes than the checkpoint says are durable.
     case partialTooShort(path: String, expected: UInt64)
+    /// The partial file's first `bytes` bytes are not the ones the checkpoint recorded.
+    case partialChanged(path: String, bytes: UInt64)
 }
 
 extension StageKind {

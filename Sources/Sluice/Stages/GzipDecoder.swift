@@ -29,22 +29,29 @@ public struct GzipState: StageStateValue {
 /// `gunzip`: decompresses gzip (RFC 1952) — multi-member streams, every header field,
 /// members over 4 GiB — checking each member's CRC-32 and ISIZE. The header and trailer
 /// are parsed here; the deflate data goes to a `DeflateEngine`.
+///
+/// The decoder is a small state machine: `phase` holds where it stands and what that
+/// phase needs; `advance` consumes what the phase can take and decides the next one.
 public final class GzipDecoder: ByteSink {
     public let engineKind: InflateEngineKind
     private let next: ByteSink
-    private let output: DecoderOutput
+    private let output: MemberOutput
     private let tracksState: Bool
-    private var phase: GzipState.Phase = .between
+    private var phase: Phase = .between
     private var compressedOffset: UInt64 = 0
-    private var outputOffset: UInt64 = 0
     private var membersDone = 0
-    private var memberCRC: UInt32 = 0
-    private var memberLength: UInt64 = 0
-    private var header = GzipHeaderParser()
-    private var trailer: [UInt8] = []
-    private var engine: DeflateEngine?
-    /// Bytes the engine read past its stream's end in an earlier call; parsed next.
-    private var carry: [UInt8] = []
+
+    /// Where the decoder stands, with each phase's own state.
+    private enum Phase {
+        /// Between members (or before the first): the next byte must start a member.
+        case between
+        case header(GzipHeaderParser)
+        case deflate(DeflateEngine)
+        /// The member trailer's bytes so far (CRC-32, ISIZE; 8 in all).
+        case trailer([UInt8])
+        /// Zero bytes after the last member (tape padding); gzip accepts them, so do we.
+        case padding
+    }
 
     /// - Parameter resumable: false when no checkpoint will ever be asked for; lets the
     ///   zlib engine skip tracking its restart points.
@@ -52,7 +59,12 @@ public final class GzipDecoder: ByteSink {
                 resumable: Bool = true, restoring state: GzipState? = nil) throws {
         self.engineKind = engine
         self.next = next
-        self.output = DecoderOutput(next: next)
+        let crc32: (UInt32, UnsafeRawBufferPointer) -> UInt32
+        switch engine {
+        case .isal: crc32 = IsalInflater.crc32
+        case .zlib: crc32 = ZlibInflater.crc32
+        }
+        self.output = MemberOutput(next: next, crc32: crc32)
         self.tracksState = resumable || state != nil
         if let state { try restore(state) }
     }
@@ -62,86 +74,82 @@ public final class GzipDecoder: ByteSink {
         while !rest.isEmpty {
             let used: Int
             do {
-                used = try step(rest)
+                used = try advance(rest)
             } catch let error as GzipFormatError {
                 throw SluiceError.corruptData(format: "gzip", offset: compressedOffset, reason: error.reason)
             }
             compressedOffset &+= UInt64(used)
             rest = UnsafeRawBufferPointer(rebasing: rest[used...])
-            if !carry.isEmpty {
-                let bytes = carry
-                carry = []
-                compressedOffset &-= UInt64(bytes.count)
-                try bytes.withUnsafeBytes { try write($0) }
-            }
         }
     }
 
-    /// Advances through one phase; returns the bytes of `input` it consumed.
-    private func step(_ input: UnsafeRawBufferPointer) throws -> Int {
+    /// What the byte after a member (or the stream's first byte) starts.
+    enum MemberBoundary: Equatable {
+        case member, padding, garbage
+
+        static func decide(nextByte: UInt8, membersDone: Int) -> MemberBoundary {
+            // The first member's header parser reports a bad magic itself.
+            if membersDone == 0 || nextByte == 0x1f { return .member }
+            return nextByte == 0 ? .padding : .garbage
+        }
+    }
+
+    /// Consumes what the current phase takes from the front of `input` (which is not
+    /// empty), moving to the next phase when this one is complete. Returns the bytes used.
+    private func advance(_ input: UnsafeRawBufferPointer) throws -> Int {
         switch phase {
         case .between:
-            if input[0] == 0 && membersDone > 0 {
-                phase = .padding
-                return 0
+            switch MemberBoundary.decide(nextByte: input[0], membersDone: membersDone) {
+            case .member: phase = .header(GzipHeaderParser())
+            case .padding: phase = .padding
+            case .garbage: throw GzipFormatError("trailing garbage after gzip member \(membersDone)")
             }
-            guard input[0] == 0x1f || membersDone == 0 else {
-                throw GzipFormatError("trailing garbage after gzip member \(membersDone)")
-            }
-            header = GzipHeaderParser()
-            phase = .header
             return 0
-        case .header:
+        case .header(var header):
             let used = try header.consume(input)
-            if header.isDone { try startMember() }
+            phase = header.isDone ? .deflate(try makeEngine()) : .header(header)
+            if header.isDone { output.startMember() }
             return used
-        case .deflate:
-            output.engine = engine
-            output.memberCRC = memberCRC
-            defer {
-                output.giveBack()
-                memberCRC = output.memberCRC
-                memberLength &+= output.produced
-                outputOffset &+= output.produced
-                output.produced = 0
+        case .deflate(let engine):
+            defer { output.giveBack() }
+            switch try engine.inflate(input, into: output) {
+            case .needsInput(let consumed):
+                guard consumed > 0 else { throw GzipFormatError("the inflate engine made no progress") }
+                return consumed
+            case .finished(let consumed, let overread):
+                try takeTrailer(overread)
+                return consumed
             }
-            let result = try engine!.inflate(input, into: output)
-            if result.finished {
-                carry = engine!.overread
-                engine = nil
-                trailer.removeAll(keepingCapacity: true)
-                phase = .trailer
-            }
-            return result.consumed
+        case .trailer(var trailer):
+            let used = min(8 - trailer.count, input.count)
+            trailer.append(contentsOf: input[0..<used])
+            try takeTrailer(trailer)
+            return used
         case .padding:
             guard let nonzero = input.firstIndex(where: { $0 != 0 }) else { return input.count }
             guard nonzero == 0 else { return nonzero }
             throw GzipFormatError("trailing garbage after the zero padding that follows gzip member \(membersDone)")
-        case .trailer:
-            let used = min(8 - trailer.count, input.count)
-            trailer.append(contentsOf: input[0..<used])
-            if trailer.count == 8 { try checkTrailer() }
-            return used
         }
     }
 
-    private func startMember() throws {
-        engine = try makeEngine(restoring: nil)
-        memberCRC = 0
-        memberLength = 0
-        phase = .deflate
-    }
-
-    private func checkTrailer() throws {
+    /// Holds the trailer bytes seen so far; checks the member once all 8 are there.
+    private func takeTrailer(_ trailer: [UInt8]) throws {
+        guard trailer.count >= 8 else {
+            phase = .trailer(trailer)
+            return
+        }
         let storedCRC = littleEndian32(trailer, at: 0)
         let storedSize = littleEndian32(trailer, at: 4)
-        guard storedCRC == memberCRC else {
-            throw GzipFormatError("CRC-32 mismatch in member \(membersDone + 1) (stored \(hex32(storedCRC)), computed \(hex32(memberCRC)))")
+        let member = membersDone.addingReportingOverflow(1)
+        let number = member.overflow ? "after \(membersDone)" : "\(member.partialValue)"
+        guard storedCRC == output.memberCRC else {
+            throw GzipFormatError("CRC-32 mismatch in member \(number) (stored \(hex32(storedCRC)), computed \(hex32(output.memberCRC)))")
         }
-        guard storedSize == UInt32(truncatingIfNeeded: memberLength) else {
-            throw GzipFormatError("length mismatch in member \(membersDone + 1) (ISIZE \(storedSize), decoded \(memberLength) bytes)")
+        guard storedSize == UInt32(truncatingIfNeeded: output.memberLength) else {
+            throw GzipFormatError("length mismatch in member \(number) (ISIZE \(storedSize), decoded \(output.memberLength) bytes)")
         }
-        membersDone += 1
+        guard !member.overflow else { throw GzipFormatError("too many gzip members") }
+        membersDone = member.partialValue
         phase = .between
     }
 
@@ -151,67 +159,80 @@ public final class GzipDecoder: ByteSink {
     }
 
     public func finish() throws {
-        guard phase == .between || phase == .padding, membersDone > 0 else {
-            let whereItStopped: String
-            switch phase {
-            case .between, .padding: whereItStopped = "no gzip data at all"
-            case .header: whereItStopped = "the stream ends inside a member header"
-            case .deflate: whereItStopped = "the stream ends inside compressed data (truncated member)"
-            case .trailer: whereItStopped = "the stream ends inside a member trailer"
-            }
-            throw SluiceError.corruptData(format: "gzip", offset: compressedOffset, reason: "unexpected end of data: \(whereItStopped)")
+        let whereItStopped: String
+        switch phase {
+        case .between, .padding:
+            guard membersDone == 0 else { return try next.finish() }
+            whereItStopped = "no gzip data at all"
+        case .header: whereItStopped = "the stream ends inside a member header"
+        case .deflate: whereItStopped = "the stream ends inside compressed data (truncated member)"
+        case .trailer: whereItStopped = "the stream ends inside a member trailer"
         }
-        try next.finish()
+        throw SluiceError.corruptData(format: "gzip", offset: compressedOffset, reason: "unexpected end of data: \(whereItStopped)")
     }
 
     /// The decoder's exact state after every byte written so far.
     public func snapshot() -> GzipState {
-        GzipState(engine: engineKind, phase: phase, compressedOffset: compressedOffset,
-                  outputOffset: outputOffset, membersDone: membersDone,
-                  memberCrc: memberCRC, memberLength: memberLength,
-                  header: phase == .header ? header : nil,
-                  trailer: phase == .trailer ? trailer : nil,
-                  deflate: phase == .deflate ? engine?.snapshot() : nil)
+        var state = GzipState(engine: engineKind, phase: .between, compressedOffset: compressedOffset,
+                              outputOffset: output.total, membersDone: membersDone,
+                              memberCrc: output.memberCRC, memberLength: output.memberLength)
+        switch phase {
+        case .between: break
+        case .padding: state.phase = .padding
+        case .header(let header): state.phase = .header; state.header = header
+        case .deflate(let engine): state.phase = .deflate; state.deflate = engine.snapshot()
+        case .trailer(let trailer): state.phase = .trailer; state.trailer = trailer
+        }
+        return state
     }
 
+    /// Takes over a checkpoint's state, checking every field first: a checkpoint is input.
     private func restore(_ state: GzipState) throws {
         guard state.engine == engineKind else {
             throw SluiceError.checkpointRefused(
                 path: "(gunzip stage)",
                 reason: "it was made by the \(state.engine.rawValue) inflate engine, this run uses \(engineKind.rawValue) (pass --engine \(state.engine.rawValue) to resume it)")
         }
-        phase = state.phase
+        // Counters that later arithmetic adds to: far beyond anything a real run reaches.
+        let limit = UInt64(Int64.max)
+        guard (0..<Int.max).contains(state.membersDone), state.compressedOffset <= limit, state.outputOffset <= limit,
+              state.memberLength <= state.outputOffset else {
+            throw malformed("a counter is out of range")
+        }
         compressedOffset = state.compressedOffset
-        outputOffset = state.outputOffset
         membersDone = state.membersDone
-        memberCRC = state.memberCrc
-        memberLength = state.memberLength
-        switch phase {
-        case .between, .padding: break
+        output.restore(crc: state.memberCrc, length: state.memberLength, total: state.outputOffset)
+        switch state.phase {
+        case .between: phase = .between
+        case .padding: phase = .padding
         case .header:
             guard let h = state.header, h.isPlausible else { throw malformed("header state missing or out of range") }
-            header = h
+            phase = .header(h)
         case .trailer:
             guard let t = state.trailer, t.count < 8 else { throw malformed("trailer state missing") }
-            trailer = t
+            phase = .trailer(t)
         case .deflate:
             guard let d = state.deflate else { throw malformed("inflate state missing") }
             do {
-                engine = try makeEngine(restoring: d)
+                phase = .deflate(try makeEngine(restoring: d, memberLength: state.memberLength))
             } catch let error as GzipFormatError {
                 throw malformed("its saved compressed bytes do not inflate: \(error.reason)")
             }
         }
     }
 
-    private func makeEngine(restoring state: DeflateState?) throws -> DeflateEngine {
+    private func makeEngine() throws -> DeflateEngine {
         switch engineKind {
-        case .zlib:
-            if let state { return try ZlibInflater(restoring: state) }
-            return try ZlibInflater(tracksBoundaries: tracksState)
-        case .isal:
-            if let state { return try IsalInflater(restoring: state) }
-            return try IsalInflater()
+        case .zlib: return try ZlibInflater(tracksBoundaries: tracksState)
+        case .isal: return try IsalInflater()
+        }
+    }
+
+    private func makeEngine(restoring state: DeflateState, memberLength: UInt64) throws -> DeflateEngine {
+        switch (engineKind, state) {
+        case (.zlib, .zlib(let point)): return try ZlibInflater(restoring: point)
+        case (.isal, .isal(let saved)): return try IsalInflater(restoring: saved, memberLength: memberLength)
+        default: throw malformed("its inflate state belongs to the \(state.engine.rawValue) engine")
         }
     }
 
@@ -229,53 +250,85 @@ private func hex32(_ value: UInt32) -> String {
     return String(repeating: "0", count: 8 - digits.count) + digits
 }
 
-/// Hands an engine room to decode into — the next stage's own buffer when it lends one
-/// (a relay), else a buffer of ours that is then written — and checks what it produced.
-private final class DecoderOutput: InflateOutput {
-    private let next: ByteSink
-    private let lender: BufferLendingSink?
-    private let own: UnsafeMutableRawBufferPointer?
+/// Where a member's output goes: the next stage's own buffer when it lends one (a
+/// relay), else a buffer of ours that is then written. Keeps the member's running CRC-32
+/// and length, and the stream's total.
+private final class MemberOutput: InflateOutput {
+    private enum Destination {
+        case own(UnsafeMutableRawBufferPointer, ByteSink)
+        case lender(BufferLendingSink)
+    }
+    private let destination: Destination
+    /// A buffer borrowed from the lender and not yet filled.
     private var borrowed: UnsafeMutableRawBufferPointer?
-    weak var engine: DeflateEngine?
-    var memberCRC: UInt32 = 0
-    var produced: UInt64 = 0
+    private let crc32: (UInt32, UnsafeRawBufferPointer) -> UInt32
+    private(set) var memberCRC: UInt32 = 0
+    private(set) var memberLength: UInt64 = 0
+    private(set) var total: UInt64 = 0
 
-    init(next: ByteSink, size: Int = 256 * 1024) {
-        self.next = next
-        lender = next as? BufferLendingSink
-        own = lender == nil ? .allocate(byteCount: size, alignment: 64) : nil
+    init(next: ByteSink, crc32: @escaping (UInt32, UnsafeRawBufferPointer) -> UInt32, size: Int = 256 * 1024) {
+        if let lender = next as? BufferLendingSink {
+            destination = .lender(lender)
+        } else {
+            destination = .own(.allocate(byteCount: size, alignment: 64), next)
+        }
+        self.crc32 = crc32
     }
 
-    deinit { own?.deallocate() }
+    deinit {
+        if case .own(let buffer, _) = destination { buffer.deallocate() }
+    }
+
+    func startMember() {
+        memberCRC = 0
+        memberLength = 0
+    }
+
+    func restore(crc: UInt32, length: UInt64, total: UInt64) {
+        memberCRC = crc
+        memberLength = length
+        self.total = total
+    }
 
     func room() throws -> UnsafeMutableRawBufferPointer {
-        if let own { return own }
-        if let borrowed { return borrowed }
-        let buffer = try lender!.borrowBuffer()
-        borrowed = buffer
-        return buffer
+        switch destination {
+        case .own(let buffer, _): return buffer
+        case .lender(let lender):
+            if let borrowed { return borrowed }
+            let buffer = try lender.borrowBuffer()
+            borrowed = buffer
+            return buffer
+        }
     }
 
     func filled(_ count: Int) throws {
         guard count > 0 else { return }
-        let bytes = UnsafeRawBufferPointer(rebasing: (own ?? borrowed!)[0..<count])
-        memberCRC = engine!.crc32(memberCRC, bytes)
-        produced &+= UInt64(count)
-        if let lender {
+        switch destination {
+        case .own(let buffer, let next):
+            let bytes = UnsafeRawBufferPointer(rebasing: buffer[0..<count])
+            account(bytes)
+            try next.write(bytes)
+        case .lender(let lender):
+            guard let buffer = borrowed else { return }
+            account(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
             borrowed = nil
             lender.commitBorrowed(count)
-        } else {
-            try next.write(bytes)
         }
     }
 
     /// Returns an unfilled borrowed buffer, so none is held between writes.
     func giveBack() {
-        if borrowed != nil {
-            borrowed = nil
-            lender!.commitBorrowed(0)
-        }
+        guard borrowed != nil, case .lender(let lender) = destination else { return }
+        borrowed = nil
+        lender.commitBorrowed(0)
     }
+
+    private func account(_ bytes: UnsafeRawBufferPointer) {
+        memberCRC = crc32(memberCRC, bytes)
+        memberLength &+= UInt64(bytes.count)
+        total &+= UInt64(bytes.count)
+    }
+
 }
 
 extension StageKind {

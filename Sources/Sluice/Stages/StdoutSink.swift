@@ -12,12 +12,17 @@ public struct StdoutSinkState: StageStateValue {
     public var startFileSize: UInt64?
     /// Which file stdout was (device and inode): a resume or `--restart` cuts back only that file.
     public var file: FileIdentity?
+    /// CRC-64 of the bytes written: a resume onto the same regular file reads the last
+    /// `bytesWritten` bytes before `fileSize` back and compares.
+    public var crc64: UInt64
 
-    public init(bytesWritten: UInt64, fileSize: UInt64? = nil, startFileSize: UInt64? = nil, file: FileIdentity? = nil) {
+    public init(bytesWritten: UInt64, fileSize: UInt64? = nil, startFileSize: UInt64? = nil, file: FileIdentity? = nil,
+                crc64: UInt64 = 0) {
         self.bytesWritten = bytesWritten
         self.fileSize = fileSize
         self.startFileSize = startFileSize
         self.file = file
+        self.crc64 = crc64
     }
 
     public var position: StagePosition { StagePosition(input: bytesWritten, output: bytesWritten) }
@@ -34,6 +39,7 @@ public final class StdoutSink: TerminalSink {
     private let isFile: Bool
     private let startFileSize: UInt64?
     private let identity: FileIdentity?
+    private var checksum: OutputChecksum
     /// For a pipe, FIFO, terminal or socket: writes that a stop can interrupt.
     private let stoppable: StoppableWriter?
     /// What the resume did to stdout, for the run's report.
@@ -47,7 +53,13 @@ public final class StdoutSink: TerminalSink {
         stoppable = StoppableWriter(fd: fd, path: "stdout", control: control)
         bytesWritten = state?.bytesWritten ?? 0
         startFileSize = state?.startFileSize ?? (isFile ? facts?.size : nil)
+        checksum = OutputChecksum(state?.crc64 ?? 0)
         guard let state else { return }
+        // Offsets reach off_t: anything past its range is not from a real run.
+        let limit = UInt64(Int64.max)
+        guard state.bytesWritten <= limit, (state.fileSize ?? 0) <= limit, (state.startFileSize ?? 0) <= limit else {
+            throw SluiceError.checkpointRefused(path: "(stdout)", reason: "the stdout state is malformed: an offset beyond \(limit)")
+        }
         if isFile, let size = state.fileSize {
             try Self.requireSameFile(state, fd: fd, doing: "cut it back to the checkpoint")
             // A file shorter than at the cut was truncated (`>` instead of `>>`): what the
@@ -57,10 +69,32 @@ public final class StdoutSink: TerminalSink {
                     path: "(stdout)",
                     reason: "stdout is a file shorter than the \(size) bytes it had at the checkpoint (append with >> to the same file to resume)")
             }
+            try Self.checkWritten(state, endingAt: size, in: fd)
             try POSIX.truncate(fd, to: size, path: "stdout")
         } else {
             resumeNote = "stdout continues at output byte \(state.bytesWritten); bytes before it were written by the interrupted run"
         }
+    }
+
+    /// The bytes this sink wrote before the cut end at `size` in the file on stdout; they
+    /// must still be the bytes it wrote. Stdout is open for writing only, so the file is
+    /// reopened for reading through /proc and checked to be the same file.
+    private static func checkWritten(_ state: StdoutSinkState, endingAt size: UInt64, in fd: Int32) throws {
+        guard state.bytesWritten > 0 else { return }
+        let changed = SluiceError.remoteChanged(
+            url: "the file on stdout",
+            reason: "the \(state.bytesWritten) bytes written to it before the checkpoint are no longer the same")
+        guard size >= state.bytesWritten else { throw changed }
+        let reader = open("/proc/self/fd/\(fd)", O_RDONLY | O_CLOEXEC)
+        guard reader >= 0 else { throw SluiceError.io(path: "stdout", operation: "reopen for reading", errno: errno) }
+        defer { close(reader) }
+        var mine = stat(), theirs = stat()
+        guard fstat(fd, &mine) == 0, fstat(reader, &theirs) == 0,
+              mine.st_dev == theirs.st_dev, mine.st_ino == theirs.st_ino else {
+            throw SluiceError.io(path: "stdout", operation: "reopen for reading", errno: ESTALE)
+        }
+        let read = try OutputChecksum.of(reader, from: size - state.bytesWritten, count: state.bytesWritten, path: "stdout")
+        guard read == OutputChecksum(state.crc64) else { throw changed }
     }
 
     /// `--restart` with stdout appending to a file: drop what the abandoned run added.
@@ -90,6 +124,7 @@ public final class StdoutSink: TerminalSink {
 
     public func write(_ bytes: UnsafeRawBufferPointer) throws {
         if let stoppable { try stoppable.writeAll(bytes) } else { try POSIX.writeAll(fd, bytes, path: "stdout") }
+        checksum.update(bytes)
         bytesWritten &+= UInt64(bytes.count)
     }
 
@@ -97,7 +132,7 @@ public final class StdoutSink: TerminalSink {
 
     public func snapshot() -> StdoutSinkState {
         StdoutSinkState(bytesWritten: bytesWritten, fileSize: isFile ? POSIX.fileSize(fd) : nil, startFileSize: startFileSize,
-                        file: identity)
+                        file: identity, crc64: checksum.value)
     }
 
     public func durability() throws -> (@Sendable () throws -> Void)? {

@@ -11,39 +11,77 @@ public enum InflateEngineKind: String, Codable, Sendable, CaseIterable {
     public static var fastest: InflateEngineKind { .isal }
 }
 
+/// How far one `inflate` call got.
+enum InflateProgress: Equatable {
+    /// All of the input that was consumed belongs to the deflate stream; more is needed.
+    case needsInput(consumed: Int)
+    /// The final block ended after `consumed` bytes of this input. `overread` holds bytes
+    /// taken in earlier calls that lie past the stream's end (at most 8: they belong to
+    /// the member trailer).
+    case finished(consumed: Int, overread: [UInt8])
+}
+
 /// A raw-deflate decompressor (RFC 1951) that can describe its exact state after any
 /// input byte and be rebuilt from that description.
 protocol DeflateEngine: AnyObject {
     /// Decompresses as much of `input` as belongs to the deflate stream into room that
-    /// `output` provides. Returns the input bytes consumed; `finished` is true once the
-    /// final block has ended (the rest of `input` then belongs to the trailer).
-    func inflate(_ input: UnsafeRawBufferPointer, into output: InflateOutput) throws -> (consumed: Int, finished: Bool)
-
-    /// After `finished`: bytes taken in an earlier call that lie past the deflate stream
-    /// (read-ahead); they belong to the trailer.
-    var overread: [UInt8] { get }
+    /// `output` provides.
+    func inflate(_ input: UnsafeRawBufferPointer, into output: InflateOutput) throws -> InflateProgress
 
     /// The state after every byte consumed so far.
     func snapshot() -> DeflateState
-
-    /// CRC-32 (gzip polynomial) continued over `bytes`; each engine brings its fastest one.
-    func crc32(_ crc: UInt32, _ bytes: UnsafeRawBufferPointer) -> UInt32
 }
 
-/// A deflate engine's state at a cut.
-public struct DeflateState: Codable, Sendable, Equatable {
-    public var engine: InflateEngineKind
-    /// zlib: the last block boundary (bits of the boundary byte still unread, and their
-    /// value), the 32 KiB window before it, the compressed bytes since, and how many
-    /// output bytes those bytes produced (suppressed when they are replayed).
+/// A deflate engine's state at a cut: one case per engine, each with what that engine
+/// needs to be rebuilt. Encoded flat, as `{"engine": "zlib", …fields}`.
+public enum DeflateState: Sendable, Equatable {
+    case zlib(ZlibRestartPoint)
+    case isal(IsalInflateState)
+
+    public var engine: InflateEngineKind {
+        switch self {
+        case .zlib: return .zlib
+        case .isal: return .isal
+        }
+    }
+}
+
+/// zlib's restart point: the last block boundary (bits of the boundary byte still unread,
+/// and their value), the 32 KiB window before it, the compressed bytes since, and how
+/// many output bytes those bytes produced (suppressed when they are replayed).
+public struct ZlibRestartPoint: Codable, Sendable, Equatable {
     public var bits: Int = 0
     public var bitValue: UInt8 = 0
-    public var window: Data = Data()
-    public var replay: Data = Data()
+    public var window = Data()
+    public var replay = Data()
     public var replayOutput: UInt64 = 0
-    /// ISA-L: the library's layout identity and its `inflate_state`, pointers cleared.
-    public var layout: String?
-    public var blob: Data?
+}
+
+/// ISA-L's `inflate_state` with its pointers cleared, and the library layout it belongs to.
+public struct IsalInflateState: Codable, Sendable, Equatable {
+    public var layout: String
+    public var blob: Data
+}
+
+extension DeflateState: Codable {
+    private enum Key: String, CodingKey { case engine }
+
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.container(keyedBy: Key.self)
+        switch try c.decode(InflateEngineKind.self, forKey: .engine) {
+        case .zlib: self = .zlib(try ZlibRestartPoint(from: decoder))
+        case .isal: self = .isal(try IsalInflateState(from: decoder))
+        }
+    }
+
+    public func encode(to encoder: Encoder) throws {
+        var c = encoder.container(keyedBy: Key.self)
+        try c.encode(engine, forKey: .engine)
+        switch self {
+        case .zlib(let point): try point.encode(to: encoder)
+        case .isal(let state): try state.encode(to: encoder)
+        }
+    }
 }
 
 /// Where a deflate engine puts its output: it asks for room, decodes into it, and

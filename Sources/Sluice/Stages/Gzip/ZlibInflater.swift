@@ -7,8 +7,6 @@ import Foundation
 /// since the boundary whose output is suppressed.
 final class ZlibInflater: DeflateEngine {
     private var stream = z_stream()
-    /// zlib never reads past the end of the deflate stream.
-    let overread: [UInt8] = []
     /// When false (checkpoints disabled) boundaries are not tracked, saving the copies.
     private let tracksBoundaries: Bool
 
@@ -27,9 +25,9 @@ final class ZlibInflater: DeflateEngine {
         }
     }
 
-    convenience init(restoring state: DeflateState) throws {
+    convenience init(restoring state: ZlibRestartPoint) throws {
         try self.init(tracksBoundaries: true)
-        guard state.engine == .zlib, (0...7).contains(state.bits), state.window.count <= 32768 else {
+        guard (0...7).contains(state.bits), state.window.count <= 32768 else {
             throw SluiceError.checkpointRefused(path: "(gunzip stage)", reason: "the zlib inflate state is malformed")
         }
         if state.bits > 0 {
@@ -50,7 +48,7 @@ final class ZlibInflater: DeflateEngine {
         // Replay the bytes after the boundary; their output was delivered before the cut.
         let suppressed = DiscardingOutput()
         let replayed = try state.replay.withUnsafeBytes { try inflate($0, into: suppressed) }
-        guard replayed.consumed == state.replay.count, !replayed.finished, suppressed.count == state.replayOutput else {
+        guard replayed == .needsInput(consumed: state.replay.count), suppressed.count == state.replayOutput else {
             throw SluiceError.checkpointRefused(path: "(gunzip stage)", reason: "replaying the saved compressed bytes did not reproduce the recorded state")
         }
     }
@@ -59,8 +57,8 @@ final class ZlibInflater: DeflateEngine {
         inflateEnd(&stream)
     }
 
-    func inflate(_ input: UnsafeRawBufferPointer, into output: InflateOutput) throws -> (consumed: Int, finished: Bool) {
-        guard let base = input.baseAddress, input.count > 0 else { return (0, false) }
+    func inflate(_ input: UnsafeRawBufferPointer, into output: InflateOutput) throws -> InflateProgress {
+        guard let base = input.baseAddress, input.count > 0 else { return .needsInput(consumed: 0) }
         let start = UnsafeMutablePointer(mutating: base.assumingMemoryBound(to: Bytef.self))
         stream.next_in = start
         stream.avail_in = uInt(input.count)
@@ -80,11 +78,11 @@ final class ZlibInflater: DeflateEngine {
             let consumed = stream.next_in! - start
             switch rc {
             case Z_STREAM_END:
-                return (consumed, true)
+                return .finished(consumed: consumed, overread: [])  // zlib never reads past the end
             case Z_OK:
                 break
             case Z_BUF_ERROR:
-                return (consumed, false)  // no progress possible: all input used
+                return .needsInput(consumed: consumed)  // no progress possible: all input used
             default:
                 let message = stream.msg.map { String(cString: $0) } ?? "inflate error \(rc)"
                 throw GzipFormatError(message)
@@ -93,7 +91,7 @@ final class ZlibInflater: DeflateEngine {
             if tracksBoundaries && stream.data_type & 128 != 0 && stream.data_type & 64 == 0 {
                 markBoundary()
             }
-            if stream.avail_in == 0 && stream.avail_out > 0 { return (consumed, false) }
+            if stream.avail_in == 0 && stream.avail_out > 0 { return .needsInput(consumed: consumed) }
         }
     }
 
@@ -108,11 +106,12 @@ final class ZlibInflater: DeflateEngine {
     }
 
     func snapshot() -> DeflateState {
-        DeflateState(engine: .zlib, bits: boundaryBits, bitValue: boundaryBitValue,
-                     window: Data(window[0..<windowCount]), replay: Data(replay), replayOutput: replayOutput)
+        .zlib(ZlibRestartPoint(bits: boundaryBits, bitValue: boundaryBitValue,
+                               window: Data(window[0..<windowCount]), replay: Data(replay), replayOutput: replayOutput))
     }
 
-    func crc32(_ crc: UInt32, _ bytes: UnsafeRawBufferPointer) -> UInt32 {
+    /// CRC-32 (gzip polynomial) continued over `bytes`.
+    static func crc32(_ crc: UInt32, _ bytes: UnsafeRawBufferPointer) -> UInt32 {
         guard let base = bytes.baseAddress else { return crc }
         return UInt32(CZlib.crc32(UInt(crc), base.assumingMemoryBound(to: Bytef.self), uInt(bytes.count)))
     }

@@ -1,0 +1,132 @@
+import CCrypto
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The per-user secret that authenticates checkpoints (HMAC-SHA256).
+///
+/// It lives outside every output directory — `$SLUICE_STATE_DIR/key`, else
+/// `$XDG_STATE_HOME/sluice/key`, else `~/.local/state/sluice/key` — so someone who can
+/// write beside the output but is not the user cannot forge a checkpoint a resume trusts.
+/// Created on first use: 32 random bytes, mode 0600, in a 0700 directory.
+public struct CheckpointKey: Sendable {
+    static let size = 32
+    static let fileName = "key"
+    let bytes: [UInt8]
+
+    init(bytes: [UInt8]) {
+        self.bytes = bytes
+    }
+
+    /// The directory that holds the key, from the environment.
+    public static func directory(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+        if let dir = environment["SLUICE_STATE_DIR"], !dir.isEmpty { return dir }
+        if let state = environment["XDG_STATE_HOME"], state.hasPrefix("/") { return state + "/sluice" }
+        let home = environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? homeFromPasswd()
+        return home + "/.local/state/sluice"
+    }
+
+    /// HMAC-SHA256 of `data` under this key.
+    func mac(_ data: [UInt8]) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
+        var length: UInt32 = 0
+        _ = HMAC(EVP_sha256(), bytes, Int32(bytes.count), data, data.count, &out, &length)
+        return Array(out.prefix(Int(length)))
+    }
+
+    /// The key stored in `directory`, or nil when there is none yet (a new machine or user).
+    static func existing(in directory: String) throws -> CheckpointKey? {
+        let dir = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard dir >= 0 else {
+            if errno == ENOENT { return nil }
+            throw SluiceError.io(path: directory, operation: "open the checkpoint key directory", errno: errno)
+        }
+        defer { close(dir) }
+        return try read(in: dir, path: directory + "/" + fileName)
+    }
+
+    /// The key stored in `directory`, created (with the directory) when there is none.
+    static func loadOrCreate(in directory: String) throws -> CheckpointKey {
+        let dir = try openPrivateDirectory(directory)
+        defer { close(dir) }
+        let path = directory + "/" + fileName
+        if let key = try read(in: dir, path: path) { return key }
+        var fresh = [UInt8](repeating: 0, count: size)
+        guard getrandom(&fresh, size, 0) == size else {
+            throw SluiceError.io(path: path, operation: "get random bytes for", errno: errno)
+        }
+        // Written under a private name and linked into place, so a concurrent run never
+        // reads a half-written key; the run that loses the race uses the winner's key.
+        let temporary = "\(fileName).\(getpid()).tmp"
+        let fd = openat(dir, temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw SluiceError.io(path: directory + "/" + temporary, operation: "create", errno: errno) }
+        defer { unlinkat(dir, temporary, 0) }
+        do {
+            defer { close(fd) }
+            try fresh.withUnsafeBytes { try POSIX.writeAll(fd, $0, path: path) }
+            try POSIX.fsync(fd, path: path)
+        }
+        if linkat(dir, temporary, dir, fileName, 0) != 0 {
+            guard errno == EEXIST, let winner = try read(in: dir, path: path) else {
+                throw SluiceError.io(path: path, operation: "create", errno: errno)
+            }
+            return winner
+        }
+        try POSIX.fsync(dir, path: directory)
+        return CheckpointKey(bytes: fresh)
+    }
+
+    /// Reads the key file in `dir`; nil when it does not exist. A key someone else could
+    /// have written or read (not ours, not 0600-or-stricter, not 32 bytes) is refused.
+    private static func read(in dir: Int32, path: String) throws -> CheckpointKey? {
+        let fd = openat(dir, fileName, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        guard fd >= 0 else {
+            if errno == ENOENT { return nil }
+            throw SluiceError.io(path: path, operation: "open the checkpoint key", errno: errno)
+        }
+        defer { close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { throw SluiceError.io(path: path, operation: "stat", errno: errno) }
+        guard (st.st_mode & S_IFMT) == S_IFREG, st.st_uid == geteuid(), st.st_mode & 0o077 == 0, st.st_size == size else {
+            throw SluiceError.usage("the checkpoint key \(path) must be a \(size)-byte regular file owned by you with mode 0600; remove it to have a new one made (checkpoints made with it will then start over)")
+        }
+        var bytes = [UInt8](repeating: 0, count: size)
+        let n = try bytes.withUnsafeMutableBytes { try POSIX.read(fd, into: $0, path: path) }
+        guard n == size else { throw SluiceError.io(path: path, operation: "read", errno: EIO) }
+        return CheckpointKey(bytes: bytes)
+    }
+
+    /// Opens `path` as a directory only this user can enter, creating it (and missing
+    /// parents) with mode 0700.
+    private static func openPrivateDirectory(_ path: String) throws -> Int32 {
+        var prefix = path.hasPrefix("/") ? "" : "."
+        for component in path.split(separator: "/") {
+            prefix += "/" + component
+            if mkdir(prefix, 0o700) != 0 && errno != EEXIST {
+                throw SluiceError.io(path: prefix, operation: "create the checkpoint key directory", errno: errno)
+            }
+        }
+        let fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard fd >= 0 else { throw SluiceError.io(path: path, operation: "open the checkpoint key directory", errno: errno) }
+        var st = stat()
+        guard fstat(fd, &st) == 0, st.st_uid == geteuid() else {
+            close(fd)
+            throw SluiceError.usage("the checkpoint key directory \(path) belongs to another user; set SLUICE_STATE_DIR to a directory of yours")
+        }
+        if st.st_mode & 0o077 != 0 { fchmod(fd, 0o700) }
+        return fd
+    }
+
+    private static func homeFromPasswd() -> String {
+        guard let entry = getpwuid(geteuid()), let dir = entry.pointee.pw_dir else { return "/" }
+        return String(cString: dir)
+    }
+}
+
+/// A checkpoint this run cannot trust: no key to check it with, or a MAC that does not
+/// match. A file sink starts over from zero; a stdout sink refuses (exit 2).
+struct CheckpointDistrust: Error, Equatable {
+    let path: String
+    let reason: String
+}

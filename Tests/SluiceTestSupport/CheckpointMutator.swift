@@ -1,0 +1,82 @@
+import Foundation
+import Sluice
+
+/// Damages a checkpoint's gzip state the way a careless edit or a bad disk might: one
+/// field set to an extreme or random value, or bytes of the inflate state changed.
+/// Used by the in-process and the command-line checkpoint fuzz tests.
+enum CheckpointMutator {
+    static let extremes: [UInt64] = [0, 1, 7, 8, 255, 0xffff, 1 << 31, 1 << 32, 1 << 63, UInt64.max, UInt64(Int64.max)]
+
+    /// Mutates the first gzip state in `checkpoint`; returns what it did, for messages.
+    @discardableResult
+    static func mutate(_ checkpoint: inout Checkpoint, rng: inout SeededRandom) -> String {
+        guard let index = checkpoint.stages.firstIndex(where: { $0.as(GzipState.self) != nil }),
+              var state = checkpoint.stages[index].as(GzipState.self) else { return "no gzip state" }
+        let what = mutate(&state, rng: &rng)
+        checkpoint.stages[index] = StageState(state)
+        return what
+    }
+
+    static func mutate(_ state: inout GzipState, rng: inout SeededRandom) -> String {
+        func number() -> UInt64 {
+            Bool.random(using: &rng) ? extremes.randomElement(using: &rng)! : rng.next() >> UInt64.random(in: 0...63, using: &rng)
+        }
+        switch Int.random(in: 0..<12, using: &rng) {
+        case 0: state.membersDone = [Int.max, Int.min, -1, 0, 1, Int(truncatingIfNeeded: number())].randomElement(using: &rng)!; return "membersDone"
+        case 1: state.compressedOffset = number(); return "compressedOffset"
+        case 2: state.outputOffset = number(); return "outputOffset"
+        case 3: state.memberLength = number(); return "memberLength"
+        case 4: state.memberCrc = UInt32(truncatingIfNeeded: number()); return "memberCrc"
+        case 5: state.phase = [.between, .header, .deflate, .trailer, .padding].randomElement(using: &rng)!; return "phase"
+        case 6:
+            state.trailer = (0..<Int.random(in: 0...12, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) }
+            return "trailer"
+        case 7:
+            state.header = nil
+            state.phase = .header
+            return "header state missing"
+        default:
+            return mutateDeflate(&state, rng: &rng)
+        }
+    }
+
+    private static func mutateDeflate(_ state: inout GzipState, rng: inout SeededRandom) -> String {
+        switch state.deflate {
+        case .zlib(var point)?:
+            switch Int.random(in: 0..<5, using: &rng) {
+            case 0: point.bits = [Int.min, -1, 8, 9, Int.max, Int.random(in: 0...7, using: &rng)].randomElement(using: &rng)!
+            case 1: point.bitValue = UInt8.random(in: 0...255, using: &rng)
+            case 2: point.replayOutput = rng.next() >> UInt64.random(in: 0...63, using: &rng)
+            case 3: point.window = Data(flip(Array(point.window), rng: &rng))
+            default: point.replay = Data(flip(Array(point.replay), rng: &rng))
+            }
+            state.deflate = .zlib(point)
+            return "zlib state"
+        case .isal(var saved)?:
+            saved.blob = Data(flip(Array(saved.blob), rng: &rng))
+            state.deflate = .isal(saved)
+            return "isal state"
+        case nil:
+            state.phase = .deflate
+            return "phase deflate without a state"
+        }
+    }
+
+    /// Overwrites one to four spots: a byte, or a 32-bit word with an extreme value.
+    /// Most land in the scalar fields and tables at the front of ISA-L's state.
+    private static func flip(_ bytes: [UInt8], rng: inout SeededRandom) -> [UInt8] {
+        guard !bytes.isEmpty else { return [UInt8.random(in: 0...255, using: &rng)] }
+        var out = bytes
+        for _ in 0..<Int.random(in: 1...4, using: &rng) {
+            let front = min(out.count, 30_000)
+            let at = Bool.random(using: &rng) ? Int.random(in: 0..<front, using: &rng) : Int.random(in: 0..<out.count, using: &rng)
+            if Bool.random(using: &rng) || at + 4 > out.count {
+                out[at] = UInt8.random(in: 0...255, using: &rng)
+            } else {
+                let value = UInt32(truncatingIfNeeded: extremes.randomElement(using: &rng)! &+ UInt64.random(in: 0...2, using: &rng))
+                for k in 0..<4 { out[at + k] = UInt8(truncatingIfNeeded: value >> (8 * UInt32(k))) }
+            }
+        }
+        return out
+    }
+}
