@@ -16,7 +16,9 @@ let package = Package(
         // saved by the Swift stages): LZMA2, branch filters and CRC-64 for .xz; zstd blocks.
         .target(name: "CXz"),
         .target(name: "CZstdDecoder"),
-        .target(name: "Sluice", dependencies: ["CZlib", "CCrypto", "CCurl", "CIsal", "CXz", "CZstdDecoder"]),
+        // openat2 and syncfs for the untar sink (Linux-only system calls; no library).
+        .systemLibrary(name: "CLinux"),
+        .target(name: "Sluice", dependencies: ["CZlib", "CCrypto", "CCurl", "CIsal", "CXz", "CZstdDecoder", "CLinux"]),
         .executableTarget(name: "sluice", dependencies: ["Sluice"]),
         // The README's library example, compiled and run by the test suite.
         .executableTarget(name: "SluiceExample", dependencies: ["Sluice"], path: "Examples/SluiceExample"),

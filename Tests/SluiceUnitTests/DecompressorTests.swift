@@ -3,7 +3,7 @@ import XCTest
 @testable import Sluice
 @testable import SluiceTestSupport
 
-/// `decompress` picks gunzip or unzstd by the magic number, refuses anything else naming
+/// `decompress` picks gunzip, unxz or unzstd by the magic number, refuses anything else naming
 /// what it saw, and its checkpoint resumes as the codec it chose.
 final class DecompressorTests: XCTestCase {
     private func inputs(in dir: String) throws -> [(String, [UInt8], [UInt8])] {
@@ -12,7 +12,10 @@ final class DecompressorTests: XCTestCase {
         XCTAssertEqual(try shell("gzip -6 -c '\(dir)/plain' > '\(dir)/plain.gz'").status, 0)
         let gz = try [UInt8](Data(contentsOf: URL(fileURLWithPath: dir + "/plain.gz")))
         let zst = try zstdCompress(plain, "-7", in: dir)
-        return [("gzip", gz, plain), ("zstd", zst, plain), ("zstd after a skippable frame", zstdSkippableFrame([9, 9]) + zst, plain)]
+        XCTAssertEqual(try shell("xz -6 -c '\(dir)/plain' > '\(dir)/plain.xz'").status, 0)
+        let xz = try [UInt8](Data(contentsOf: URL(fileURLWithPath: dir + "/plain.xz")))
+        return [("gzip", gz, plain), ("xz", xz, plain), ("zstd", zst, plain),
+                ("zstd after a skippable frame", zstdSkippableFrame([9, 9]) + zst, plain)]
     }
 
     private func decode(_ bytes: [UInt8], chunk: Int) throws -> (Decompressor, [UInt8]) {
@@ -29,7 +32,7 @@ final class DecompressorTests: XCTestCase {
             for chunk in [1, 3, 65536] where chunk > 1 || name == "zstd" {
                 let (d, output) = try decode(compressed, chunk: chunk)
                 XCTAssertTrue(output == plain, "\(name), \(chunk)-byte writes")
-                XCTAssertEqual(d.codec, name.hasPrefix("gzip") ? .gzip : .zstd)
+                XCTAssertEqual(d.codec, name.hasPrefix("gzip") ? .gzip : name == "xz" ? .xz : .zstd)
             }
         }
     }
@@ -81,6 +84,7 @@ final class DecompressorTests: XCTestCase {
             DecompressState(codec: .zstd, seen: Data(), gunzip: nil, unzstd: nil),
             DecompressState(codec: .gzip, seen: Data([1]), gunzip: nil, unzstd: nil),
             DecompressState(codec: .xz, seen: Data(), gunzip: nil, unzstd: nil),
+            DecompressState(codec: .gzip, seen: Data(), gunzip: nil, unxz: nil, unzstd: nil),
         ]
         for state in refused {
             XCTAssertThrowsError(try Decompressor(next: MemorySink(), restoring: state), "\(state)") { error in

@@ -95,9 +95,9 @@ final class RunDecisionTests: XCTestCase {
             (.partialTooShort(path: "p", expected: 9), fileResumed,
              .startOver(reason: "p is shorter than the 9 bytes the checkpoint records; starting over from zero"), #line),
             (.partialTooShort(path: "p", expected: 9), fileAgain, .fail(.io(path: "p", operation: "resume", errno: EIO), discard: false), #line),
-            (.partialChanged(path: "p", bytes: 9), fileResumed,
-             .startOver(reason: "the first 9 bytes of p changed since the checkpoint (their CRC-64 differs); starting over from zero"), #line),
-            (.partialChanged(path: "p", bytes: 9), fileAgain, .fail(.io(path: "p", operation: "resume", errno: EIO), discard: false), #line),
+            (.partialChanged(path: "p", reason: "its first 9 bytes changed"), fileResumed,
+             .startOver(reason: "p: its first 9 bytes changed; starting over from zero"), #line),
+            (.partialChanged(path: "p", reason: "its first 9 bytes changed"), fileAgain, .fail(.io(path: "p", operation: "resume", errno: EIO), discard: false), #line),
             // Failures after bytes arrived keep what a rerun resumes from…
             (.failed(transfer, sourceOffset: 100), fileFresh, .fail(transfer, discard: false), #line),
             (.failed(.cancelled, sourceOffset: 100), fileFresh, .fail(.cancelled, discard: false), #line),

@@ -57,8 +57,9 @@ enum AttemptOutcome: Equatable {
     case sourceChanged(location: String, reason: String)
     /// The partial file is shorter than the checkpoint says is durable.
     case partialTooShort(path: String, expected: UInt64)
-    /// The partial file's first `bytes` bytes are not those the checkpoint recorded.
-    case partialChanged(path: String, bytes: UInt64)
+    /// The partial output is not what the checkpoint describes (a changed partial file, or
+    /// for untar the file being written).
+    case partialChanged(path: String, reason: String)
     /// Any other failure; `sourceOffset` is where the source stood when it happened.
     case failed(SluiceError, sourceOffset: UInt64)
 }
@@ -98,9 +99,9 @@ enum AfterAttempt: Equatable {
         case .partialTooShort(let path, let expected):
             guard !facts.startedOver else { return .fail(.io(path: path, operation: "resume", errno: EIO), discard: false) }
             return .startOver(reason: "\(path) is shorter than the \(expected) bytes the checkpoint records; starting over from zero")
-        case .partialChanged(let path, let bytes):
+        case .partialChanged(let path, let reason):
             guard !facts.startedOver else { return .fail(.io(path: path, operation: "resume", errno: EIO), discard: false) }
-            return .startOver(reason: "the first \(bytes) bytes of \(path) changed since the checkpoint (their CRC-64 differs); starting over from zero")
+            return .startOver(reason: "\(path): \(reason); starting over from zero")
         case .failed(let error, let offset):
             // Proven wrong output goes; so does output no checkpoint can ever resume, and a
             // run that failed for good before its first byte leaves nothing behind. A refusal

@@ -8,13 +8,15 @@ public struct DecompressState: StageStateValue {
     /// The first bytes, while the codec is not known yet (fewer than 6).
     public var seen: Data
     public var gunzip: GzipState?
+    public var unxz: XzState?
     public var unzstd: ZstdState?
 
     public var position: StagePosition {
         switch codec {
         case .gzip: return gunzip?.position ?? StagePosition(input: 0, output: 0)
+        case .xz: return unxz?.position ?? StagePosition(input: 0, output: 0)
         case .zstd: return unzstd?.position ?? StagePosition(input: 0, output: 0)
-        case .xz, nil: return StagePosition(input: UInt64(seen.count), output: 0)
+        case nil: return StagePosition(input: UInt64(seen.count), output: 0)
         }
     }
 }
@@ -44,21 +46,25 @@ public final class Decompressor: ForwardingSink {
     private let engine: InflateEngineKind
     private let resumable: Bool
     private let zstdWindowLimit: UInt64
+    private let xzMemoryLimit: UInt64
     private var seen: [UInt8] = []
     public private(set) var codec: Codec?
     private var gzip: GzipDecoder?
+    private var xz: XzDecoder?
     private var zstd: ZstdDecoder?
 
     public init(next: ByteSink, engine: InflateEngineKind = .fastest, resumable: Bool = true,
-                zstdWindowLimit: UInt64 = 128 << 20, restoring state: DecompressState? = nil) throws {
+                zstdWindowLimit: UInt64 = 128 << 20, xzMemoryLimit: UInt64 = 256 << 20,
+                restoring state: DecompressState? = nil) throws {
         self.next = next
         self.engine = engine
         self.resumable = resumable
         self.zstdWindowLimit = zstdWindowLimit
+        self.xzMemoryLimit = xzMemoryLimit
         if let state { try restore(state) }
     }
 
-    private var decoder: ByteSink? { gzip ?? zstd }
+    private var decoder: ByteSink? { gzip ?? xz ?? zstd }
 
     public func write(_ bytes: UnsafeRawBufferPointer) throws {
         if let decoder { return try decoder.write(bytes) }
@@ -93,16 +99,14 @@ public final class Decompressor: ForwardingSink {
         }
     }
 
-    private func become(_ chosen: Codec, gunzip: GzipState? = nil, unzstd: ZstdState? = nil) throws {
+    private func become(_ chosen: Codec, gunzip: GzipState? = nil, unxz: XzState? = nil, unzstd: ZstdState? = nil) throws {
         switch chosen {
         case .gzip: gzip = try GzipDecoder(engine: engine, next: next, resumable: resumable, restoring: gunzip)
+        case .xz: xz = try XzDecoder(next: next, memoryLimit: xzMemoryLimit, restoring: unxz)
         case .zstd: zstd = try ZstdDecoder(next: next, windowLimit: zstdWindowLimit, restoring: unzstd)
-        case .xz:
-            // HOOK(unxz): when XzDecoder is on main, build it here like the others (and add `unxz: XzState?` to the state).
-            throw SluiceError.corruptData(format: "xz", offset: 0, reason: "this build of decompress cannot decode xz yet")
         }
         codec = chosen
-        if gunzip == nil && unzstd == nil {
+        if gunzip == nil && unxz == nil && unzstd == nil {
             let first = seen
             seen = []
             try first.withUnsafeBytes { try decoder!.write($0) }
@@ -119,7 +123,7 @@ public final class Decompressor: ForwardingSink {
     }
 
     public func snapshot() -> DecompressState {
-        DecompressState(codec: codec, seen: Data(seen), gunzip: gzip?.snapshot(), unzstd: zstd?.snapshot())
+        DecompressState(codec: codec, seen: Data(seen), gunzip: gzip?.snapshot(), unxz: xz?.snapshot(), unzstd: zstd?.snapshot())
     }
 
     private func restore(_ state: DecompressState) throws {
@@ -128,7 +132,9 @@ public final class Decompressor: ForwardingSink {
         }
         guard let chosen = state.codec else {
             seen = [UInt8](state.seen)
-            guard seen.count < Self.longestMagic, state.gunzip == nil, state.unzstd == nil else { throw refuse("no codec but decoder state") }
+            guard seen.count < Self.longestMagic, state.gunzip == nil, state.unxz == nil, state.unzstd == nil else {
+                throw refuse("no codec but decoder state")
+            }
             let possible = try? decide()
             guard possible == true, codec == nil else { throw refuse("its first bytes \(Self.describe(seen)) are no magic number's start") }
             return
@@ -136,13 +142,14 @@ public final class Decompressor: ForwardingSink {
         guard state.seen.isEmpty else { throw refuse("a codec and undecided bytes") }
         switch chosen {
         case .gzip:
-            guard let g = state.gunzip, state.unzstd == nil else { throw refuse("the gzip state is missing") }
+            guard let g = state.gunzip, state.unxz == nil, state.unzstd == nil else { throw refuse("the gzip state is missing") }
             try become(.gzip, gunzip: g)
-        case .zstd:
-            guard let z = state.unzstd, state.gunzip == nil else { throw refuse("the zstd state is missing") }
-            try become(.zstd, unzstd: z)
         case .xz:
-            throw refuse("it chose xz, which this build of decompress cannot decode")
+            guard let x = state.unxz, state.gunzip == nil, state.unzstd == nil else { throw refuse("the xz state is missing") }
+            try become(.xz, unxz: x)
+        case .zstd:
+            guard let z = state.unzstd, state.gunzip == nil, state.unxz == nil else { throw refuse("the zstd state is missing") }
+            try become(.zstd, unzstd: z)
         }
     }
 
@@ -164,6 +171,7 @@ extension StageKind {
     ) { spec, next, context, saved in
         try Decompressor(next: next, engine: context.options.engine,
                          resumable: saved != nil || context.options.checkpointInterval > 0,
-                         zstdWindowLimit: ZstdDecoder.windowLimit(spec), restoring: saved)
+                         zstdWindowLimit: ZstdDecoder.windowLimit(spec),
+                         xzMemoryLimit: spec.option("memlimit").flatMap(UInt64.init) ?? (256 << 20), restoring: saved)
     }
 }

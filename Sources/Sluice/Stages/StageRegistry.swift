@@ -12,6 +12,7 @@ public enum StageRegistry {
         .decompress,
         .file,
         .stdout,
+        .untar,
     ]
 
     public static func kind(named word: String) -> StageKind? {

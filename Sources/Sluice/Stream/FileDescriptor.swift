@@ -1,3 +1,4 @@
+import CLinux
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -191,13 +192,21 @@ final class SyncHandle: @unchecked Sendable {
     private let fd: Int32
     private let path: String
 
-    init(duplicating fd: Int32, path: String) throws {
+    /// `wholeFilesystem`: sync the filesystem the descriptor is on (`syncfs`), for a sink
+    /// whose output is many files (untar), instead of the one file.
+    private let wholeFilesystem: Bool
+
+    init(duplicating fd: Int32, path: String, wholeFilesystem: Bool = false) throws {
         self.fd = dup(fd)
         self.path = path
+        self.wholeFilesystem = wholeFilesystem
         guard self.fd >= 0 else { throw SluiceError.io(path: path, operation: "duplicate descriptor of", errno: errno) }
     }
 
-    func sync() throws { try POSIX.fsync(fd, path: path) }
+    func sync() throws {
+        guard wholeFilesystem else { return try POSIX.fsync(fd, path: path) }
+        if sluice_syncfs(fd) != 0 { throw SluiceError.io(path: path, operation: "sync", errno: errno) }
+    }
 
     deinit { close(fd) }
 }

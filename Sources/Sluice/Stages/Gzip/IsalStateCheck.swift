@@ -34,7 +34,8 @@ enum IsalStateCheck {
         let checks: [(Bool, String)] = [
             (states.contains(blockState), "block_state"),
             ((0...64).contains(readInLength), "read_in_length"),
-            (readInLength == 64 || field(\.read_in, UInt64.self) >> UInt64(max(0, min(63, readInLength))) == 0, "read_in"),
+            // read_in's bits above read_in_length are not checked: states ISA-L produced itself
+            // carry stale ones there (decompress's cut tests met them), and they cannot reach memory.
             ((0...Int32(tmpIn)).contains(Int32(field(\.tmp_in_size, Int16.self))), "tmp_in_size"),
             // tmp_out_buffer: 2 × 32 KiB of history plus ISAL_LOOK_AHEAD (288).
             ((0...Int32(2 * 32768 + 288)).contains(tmpOutValid), "tmp_out_valid"),

@@ -1,0 +1,35 @@
+// Linux calls glibc has no wrapper for (openat2) or that Swift cannot reach (variadic syscall).
+#define _GNU_SOURCE 1
+#include <fcntl.h>
+#include <errno.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+#include <stdint.h>
+
+#ifndef SYS_openat2
+#define SYS_openat2 437
+#endif
+
+#define SLUICE_RESOLVE_NO_MAGICLINKS 0x02
+#define SLUICE_RESOLVE_NO_SYMLINKS 0x04
+#define SLUICE_RESOLVE_BENEATH 0x08
+
+struct sluice_open_how {
+    uint64_t flags;
+    uint64_t mode;
+    uint64_t resolve;
+};
+
+// openat2(2): returns the fd, or -1 with errno set (ENOSYS on kernels before 5.6).
+static inline int sluice_openat2(int dirfd, const char *path, uint64_t flags, uint64_t mode, uint64_t resolve) {
+    struct sluice_open_how how = { flags, mode, resolve };
+    return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof how);
+}
+
+static inline int sluice_syncfs(int fd) {
+    return syncfs(fd);
+}
+
+#include <sys/stat.h>
+// UTIME_OMIT is a macro built from an expression Swift does not import.
+static const long SLUICE_UTIME_OMIT = UTIME_OMIT;

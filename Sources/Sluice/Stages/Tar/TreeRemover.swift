@@ -1,0 +1,79 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Removes a directory tree that untar made, relative to directory descriptors only:
+/// a symlink inside is removed, never followed, and the walk holds one descriptor per
+/// level (climbing back with `..`, which from a real directory is its real parent),
+/// so depth does not run out of descriptors. A symlink or file at the top is unlinked.
+enum TreeRemover {
+    static func remove(_ path: String) {
+        var st = stat()
+        guard lstat(path, &st) == 0 else { return }
+        guard (st.st_mode & S_IFMT) == S_IFDIR else {
+            unlink(path)
+            return
+        }
+        let top = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard top >= 0 else { return }
+        empty(top)
+        rmdir(path)
+    }
+
+    /// Empties the directory open at `top` (and closes it).
+    private static func empty(_ top: Int32) {
+        // Per level: the descriptor and the subdirectories still to visit.
+        var fd = top
+        var pending: [[String]] = []
+        var names: [String] = []   // the path from top to fd
+        var subdirectories = clearFiles(fd)
+        while true {
+            if let next = subdirectories.popLast() {
+                let child = openat(fd, next, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                if child < 0 {
+                    // Replaced since we listed it (or not a directory after all): unlink what is there.
+                    unlinkat(fd, next, 0)
+                    continue
+                }
+                pending.append(subdirectories)
+                names.append(next)
+                close(fd)
+                fd = child
+                subdirectories = clearFiles(fd)
+                continue
+            }
+            guard let name = names.popLast(), let rest = pending.popLast() else { break }
+            let parent = openat(fd, "..", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            close(fd)
+            guard parent >= 0 else { return }
+            unlinkat(parent, name, AT_REMOVEDIR)
+            fd = parent
+            subdirectories = rest
+        }
+        close(fd)
+    }
+
+    /// Unlinks every non-directory in `fd`; returns the names of its subdirectories.
+    private static func clearFiles(_ fd: Int32) -> [String] {
+        // A directory we made read-only at the end must be writable again to be emptied.
+        fchmod(fd, 0o700)
+        let listing = dup(fd)
+        guard listing >= 0, let dir = fdopendir(listing) else { return [] }
+        defer { closedir(dir) }
+        var subdirectories: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
+            }
+            if name == "." || name == ".." { continue }
+            var st = stat()
+            guard fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 else { continue }
+            if (st.st_mode & S_IFMT) == S_IFDIR {
+                subdirectories.append(name)
+            } else {
+                unlinkat(fd, name, 0)
+            }
+        }
+        return subdirectories
+    }
+}

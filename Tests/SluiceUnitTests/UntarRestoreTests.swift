@@ -1,0 +1,121 @@
+import Foundation
+import XCTest
+@testable import Sluice
+@testable import SluiceTestSupport
+
+/// The resume property for `untar`: cut the stage at random bytes (inside headers,
+/// extended headers, member data, padding, the end marker), snapshot → JSON → decode →
+/// restore in a fresh sink over the same partial tree (after the "killed" sink wrote on
+/// past the cut) → continue: the tree equals an uninterrupted extraction.
+final class UntarRestoreTests: XCTestCase {
+    private func archive(format: String, in dir: String, seed: UInt64) throws -> [UInt8] {
+        try makeSourceTree(at: dir + "/src-\(format)", files: 60, seed: seed, largeFile: 200_000)
+        XCTAssertEqual(try shell("tar --format=\(format) -cf \(dir)/\(format).tar -C \(dir)/src-\(format) .").status, 0)
+        return try [UInt8](Data(contentsOf: URL(fileURLWithPath: dir + "/\(format).tar")))
+    }
+
+    private func feed(_ sink: UntarSink, _ bytes: ArraySlice<UInt8>, random: inout SeededRandom) throws {
+        var at = bytes.startIndex
+        while at < bytes.endIndex {
+            let n = min(bytes.endIndex - at, 1 + Int(random.next() % 70_000))
+            try bytes[at..<(at + n)].withUnsafeBytes { try sink.write($0) }
+            at += n
+        }
+    }
+
+    func testRandomCutsRestoreToTheSameTree() throws {
+        let dir = try makeMemoryTemporaryDirectory(self)
+        var random = SeededRandom(seed: 11)
+        var cuts = 0
+        var phases: Set<String> = []
+        for (format, count) in [("pax", 110), ("gnu", 100)] {
+            let bytes = try archive(format: format, in: dir, seed: UInt64(count))
+            let out = dir + "/out"
+            let whole = try UntarSink(directory: out)
+            try feed(whole, bytes[...], random: &random)
+            try whole.finish()
+            let expected = treeSnapshot(out, includeRoot: true)
+            XCTAssertGreaterThan(expected.count, 60)
+            try FileManager.default.removeItem(atPath: out)
+
+            for _ in 0..<count {
+                let cut = Int(random.next() % UInt64(bytes.count))
+                let first = try UntarSink(directory: out)
+                try feed(first, bytes[..<cut], random: &random)
+                let saved = try JSONEncoder().encode(StageState(first.snapshot()))
+                // The killed run got further than its last checkpoint before it died.
+                let beyond = min(bytes.count, cut + Int(random.next() % 40_000))
+                try feed(first, bytes[cut..<beyond], random: &random)
+                let decoded = try JSONDecoder().decode(StageState.self, from: saved)
+                guard let state = decoded.as(UntarState.self) else { return XCTFail("decoded another stage's state") }
+                phases.insert(state.reader.phase.rawValue + (state.current == nil ? "" : "+file"))
+                let second = try UntarSink(directory: out, restoring: state)
+                try feed(second, bytes[cut...], random: &random)
+                try second.finish()
+                let differences = treeDifferences(expected, treeSnapshot(out, includeRoot: true))
+                XCTAssertEqual(differences, [], "\(format) cut at \(cut)")
+                try FileManager.default.removeItem(atPath: out)
+                cuts += 1
+            }
+        }
+        XCTAssertGreaterThanOrEqual(cuts, 200)
+        for phase in ["header", "member+file", "padding", "extended"] {
+            XCTAssertTrue(phases.contains(phase), "no cut landed in phase \(phase): \(phases)")
+        }
+    }
+
+    /// A partial file changed since the checkpoint (its CRC differs) is not continued.
+    func testChangedPartialFileIsNotContinued() throws {
+        let dir = try makeMemoryTemporaryDirectory(self)
+        try FileManager.default.createDirectory(atPath: dir + "/src", withIntermediateDirectories: true)
+        try Data(makeTestData(count: 100_000, seed: 3)).write(to: URL(fileURLWithPath: dir + "/src/big"))
+        XCTAssertEqual(try shell("tar -cf \(dir)/a.tar -C \(dir)/src big").status, 0)
+        let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: dir + "/a.tar")))
+        var random = SeededRandom(seed: 1)
+        let first = try UntarSink(directory: dir + "/out")
+        try feed(first, bytes[..<50_000], random: &random)
+        let state = first.snapshot()
+        XCTAssertNotNil(state.current)
+        // Someone edits a byte the checkpoint covers.
+        let handle = try FileHandle(forUpdating: URL(fileURLWithPath: dir + "/out.sluice-part/big"))
+        try handle.seek(toOffset: 100)
+        handle.write(Data([0xFF, 0xFE]))
+        try handle.close()
+        XCTAssertThrowsError(try UntarSink(directory: dir + "/out", restoring: state)) { error in
+            XCTAssertTrue(error is PartialOutputChanged, "\(error)")
+        }
+        // A missing partial tree too.
+        try FileManager.default.removeItem(atPath: dir + "/out.sluice-part")
+        XCTAssertThrowsError(try UntarSink(directory: dir + "/out", restoring: state)) { error in
+            XCTAssertTrue(error is PartialOutputChanged, "\(error)")
+        }
+    }
+
+    /// A restored state is hostile input: fields no reader could have left are refused.
+    func testEditedStatesAreRefused() throws {
+        let dir = try makeMemoryTemporaryDirectory(self)
+        XCTAssertEqual(try shell("mkdir \(dir)/out.sluice-part").status, 0)
+        var base = UntarState(directory: dir + "/out", strip: 0, reader: TarReaderState(), current: nil, directories: [], root: nil)
+        var edits: [(String, UntarState)] = []
+        var s = base; s.reader.pending = [UInt8](repeating: 1, count: 600); edits.append(("pending", s))
+        s = base; s.reader.phase = .member; s.reader.remaining = 0; edits.append(("member with nothing left", s))
+        s = base; s.reader.phase = .padding; s.reader.padding = 700; edits.append(("padding", s))
+        s = base; s.reader.phase = .extended; s.reader.extendedType = UInt8(ascii: "x"); s.reader.remaining = 1 << 40; edits.append(("huge extended", s))
+        s = base; s.reader.pax["evil"] = ByteString([1]); edits.append(("unknown pax key", s))
+        s = base; s.directories = [DirectoryMetadata(path: ByteString(Array("../up".utf8)), mode: 0o755, mtime: TarTime(seconds: 0, nanoseconds: 0))]
+        edits.append(("directory outside", s))
+        s = base; s.strip = 3; edits.append(("other strip", s))
+        s = base; s.current = .init(path: ByteString(Array("a".utf8)), written: 1, crc32: 0, mode: 0o644,
+                                     mtime: TarTime(seconds: 0, nanoseconds: 0), needsChmod: false)
+        edits.append(("file outside member", s))
+        s.reader.phase = .member; s.reader.remaining = 5; s.current?.path = ByteString(Array("/etc/passwd".utf8))
+        edits.append(("absolute current file", s))
+        for (what, state) in edits {
+            XCTAssertThrowsError(try UntarSink(directory: dir + "/out", restoring: state), what) { error in
+                guard case SluiceError.checkpointRefused = error else { return XCTFail("\(what): \(error)") }
+            }
+        }
+        base.reader.phase = .header
+        XCTAssertNoThrow(try UntarSink(directory: dir + "/out", restoring: base))
+    }
+}
