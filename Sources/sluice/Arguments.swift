@@ -77,12 +77,7 @@ struct Arguments {
         if args.json { throw .usage("--json belongs to 'sluice inspect'") }
         if let specFile = args.specFile {
             guard positional.isEmpty else { throw .usage("give the spec either with -f or as an argument, not both") }
-            // FileHandle rather than FileManager: -f /dev/stdin and other pipes work too.
-            guard let handle = FileHandle(forReadingAtPath: specFile),
-                  let text = String(data: handle.readDataToEndOfFile(), encoding: .utf8) else {
-                throw .usage("cannot read spec file '\(specFile)'")
-            }
-            args.command = .run(specText: text, specFile: specFile)
+            args.command = .run(specText: try readSpecFile(specFile), specFile: specFile)
         } else {
             guard positional.count == 1 else {
                 if positional.isEmpty { throw .usage("no pipeline given; e.g. sluice 'read in.gz | gunzip | file out'") }
@@ -91,6 +86,39 @@ struct Arguments {
             args.command = .run(specText: positional[0], specFile: nil)
         }
         return args
+    }
+
+    /// A spec is a few lines; anything far larger (`-f /dev/zero`) is not one.
+    static let maximumSpecFileBytes = 1 << 20
+
+    /// The text of `-f FILE`: a regular file, or a pipe (`-f /dev/stdin`, `-f <(…)`), read
+    /// up to `maximumSpecFileBytes`; a directory, an unreadable file or one that is not
+    /// UTF-8 is a usage error, never a trap.
+    static func readSpecFile(_ path: String) throws(SluiceError) -> String {
+        let shown = DisplayText.escaped(path)
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw .usage("cannot read spec file '\(shown)': \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) != S_IFDIR else {
+            throw .usage("cannot read spec file '\(shown)': it is a directory")
+        }
+        var data: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            guard n >= 0 else { throw .usage("cannot read spec file '\(shown)': \(String(cString: strerror(errno)))") }
+            if n == 0 { break }
+            data.append(contentsOf: chunk[0..<n])
+            guard data.count <= maximumSpecFileBytes else {
+                throw .usage("spec file '\(shown)' is larger than \(maximumSpecFileBytes >> 20) MiB; a spec is a few lines")
+            }
+        }
+        guard let text = String(validating: data, as: UTF8.self) else {
+            throw .usage("spec file '\(shown)' is not UTF-8 text")
+        }
+        return text
     }
 
     /// The one-letter options, split by whether they take a value.

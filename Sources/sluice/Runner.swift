@@ -68,7 +68,7 @@ struct Runner {
     }
 
     private func say(_ line: String) {
-        FileHandle.standardError.write(Data("sluice: \(DisplayText.escaped(line))\n".utf8))
+        StandardError.write("sluice: \(DisplayText.escaped(line))\n")
     }
 }
 

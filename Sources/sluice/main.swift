@@ -9,7 +9,7 @@ signal(SIGPIPE, SIG_IGN)
 func fail(_ error: SluiceError) -> Never {
     // Nothing has run yet: no checkpoint, no output to speak of.
     let line = Advice(writesCheckpoints: false, checkpointLeft: false, toStdout: false, input: "").line(for: error)
-    FileHandle.standardError.write(Data("sluice: \(DisplayText.escaped(line))\n".utf8))
+    StandardError.write("sluice: \(DisplayText.escaped(line))\n")
     exit(error.exitCode)
 }
 
@@ -35,7 +35,7 @@ case .inspect(let path, let json):
         print(try CheckpointInspector(path: path).render(json: json))
     } catch SluiceError.checkpointRefused(let path, let reason) {
         // Nothing is being run, so no advice about --restart.
-        FileHandle.standardError.write(Data("sluice: \(path) cannot be read as a checkpoint: \(reason)\n".utf8))
+        StandardError.write("sluice: \(path) cannot be read as a checkpoint: \(reason)\n")
         exit(2)
     } catch let error as SluiceError {
         fail(error)

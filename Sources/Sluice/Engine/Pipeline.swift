@@ -69,6 +69,11 @@ public final class Pipeline: Sendable {
     /// Checks every name before touching any (the sink's `OutputTarget.preflight`, then
     /// `RunPaths`), then runs holding the locks.
     private func runLocked(started: Date) throws -> RunReport {
+        // "" would make the checkpoint's temporary and lock files `.tmp` and `.lock` in
+        // the working directory: names the user never gave, which the run would delete.
+        if options.checkpointPath?.isEmpty == true {
+            throw SluiceError.usage("--checkpoint needs a file path, not an empty string")
+        }
         if !(spec.source.kind?.resumable ?? false), options.checkpointPath != nil {
             throw SluiceError.usage("\(spec.source.name) cannot be resumed, so it takes no --checkpoint; read from a file or URL to make the run resumable")
         }

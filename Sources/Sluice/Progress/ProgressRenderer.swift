@@ -233,7 +233,7 @@ public final class ProgressRenderer: Sendable {
     }
 
     private func write(_ text: String) {
-        FileHandle.standardError.write(Data(text.utf8))
+        StandardError.write(text)
     }
 }
 

@@ -7,7 +7,17 @@ public struct SpecError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The offending word ("" at the end of the text).
     public let word: String
 
+    /// A word longer than this is shown shortened: a spec file may hold a megabyte-long
+    /// word, and the error is one line on stderr, not the word back.
+    static let shownWordLimit = 80
+    static let messageLimit = 600
+
     init(_ message: String, at token: SpecToken) {
+        var message = message
+        if token.text.count > Self.shownWordLimit {
+            message = message.replacingOccurrences(of: token.text, with: String(token.text.prefix(Self.shownWordLimit)) + "…")
+        }
+        if message.count > Self.messageLimit { message = String(message.prefix(Self.messageLimit)) + "…" }
         self.message = message
         self.line = token.line
         self.column = token.column

@@ -5,6 +5,9 @@ enum URLCheck {
     static let schemes = ["http", "https", "file"]
 
     static func validate(_ text: String) throws(StageWordError) {
+        // libcurl takes a C string: everything after a NUL would be dropped, and another URL
+        // than the one checked, printed and checkpointed would be fetched.
+        guard !text.contains("\0") else { throw StageWordError("a URL cannot contain a NUL byte") }
         guard let components = URLComponents(string: text), let scheme = components.scheme?.lowercased() else {
             throw StageWordError("'\(DisplayText.url(text))' is not a valid URL")
         }

@@ -47,7 +47,7 @@ public final class FileSink: TerminalSink {
         if let state, state.bytesWritten > UInt64(Int64.max) {
             throw SluiceError.checkpointRefused(path: "(file stage)", reason: "the file state is malformed: \(state.bytesWritten) bytes written")
         }
-        fd = try Self.openPartial(partialPath)
+        fd = try Self.openPartial(partialPath, fresh: state == nil)
         let keep = state?.bytesWritten ?? 0
         if let state, (POSIX.fileSize(fd) ?? 0) < state.bytesWritten {
             close(fd)
@@ -73,17 +73,31 @@ public final class FileSink: TerminalSink {
 
     /// A new partial file (O_EXCL), or the one a checkpoint continues — never through a
     /// link, never a FIFO or device, never a file with other names (cutting it back would
-    /// change those too).
-    private static func openPartial(_ path: String) throws -> Int32 {
+    /// change those too), never another user's.
+    private static func openPartial(_ path: String, fresh: Bool) throws -> Int32 {
         for _ in 0..<1000 {
             do {
                 return try POSIX.createNew(path, mode: 0o644)
             } catch SluiceError.io(_, _, let code) where code == EEXIST {}
+            // A fresh run never writes into a file it finds at the name (left by a crash, or
+            // put there by someone who keeps it open to read or change what we write, and
+            // whose file would become PATH): it is removed and a new one made.
+            if fresh, let found = POSIX.lstatFacts(path), found.kind == .regular, found.links == 1 {
+                if unlink(path) != 0 && errno != ENOENT {
+                    throw SluiceError.unsafePath(path: path, reason: "a file is there that sluice cannot remove (\(String(cString: strerror(errno)))); it may be another user's")
+                }
+                continue
+            }
             // Read as well as written: a resume reads the kept bytes back.
             guard let fd = try POSIX.openRegular(path, access: O_RDWR, operation: "open") else { continue }
             guard let facts = POSIX.fstatFacts(fd), facts.links == 1 else {
                 close(fd)
                 throw SluiceError.unsafePath(path: path, reason: "it has other hard links, so cutting it back would change another file too")
+            }
+            var owner = stat()
+            guard fstat(fd, &owner) == 0, owner.st_uid == geteuid() else {
+                close(fd)
+                throw SluiceError.unsafePath(path: path, reason: "it belongs to another user, who could change it while sluice writes to it")
             }
             return fd
         }

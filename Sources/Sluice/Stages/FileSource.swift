@@ -9,6 +9,10 @@ public final class FileSource: ByteSource {
     private let fd: Int32
     private let size: UInt64
     private let modified: String
+    /// A regular file: its size when opened is where the stream must end.
+    private let isRegular: Bool
+    /// The source offset of the next byte read.
+    private var position: UInt64
     private let buffer: UnsafeMutableRawBufferPointer
     private let control: RunControl?
     /// A FIFO or device: reads wait in poll(), where a stop reaches them.
@@ -32,6 +36,8 @@ public final class FileSource: ByteSource {
         size = UInt64(st.st_size)
         mayBlock = POSIX.mayBlock(fd)
         modified = Self.modificationStamp(st)
+        isRegular = (st.st_mode & S_IFMT) == S_IFREG
+        position = saved?.offset ?? 0
         buffer = .allocate(byteCount: chunkSize, alignment: 64)
         if let saved {
             guard saved.offset <= size || saved.totalLength != size else {
@@ -66,8 +72,16 @@ public final class FileSource: ByteSource {
         while true {
             try control?.check()
             let n = try POSIX.read(fd, into: buffer, path: path, control: control, mayBlock: mayBlock)
-            if n == 0 { return }
+            if n == 0 {
+                // A file cut short while being read (truncated, rotated) ends early: what
+                // came out is neither the file as it was nor as it is now.
+                if isRegular && position < size {
+                    throw SourceChanged(location: path, reason: "it ended at byte \(position) while being read, but had \(size) bytes when opened")
+                }
+                return
+            }
             try sink.write(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+            position &+= UInt64(n)
         }
     }
 
