@@ -108,7 +108,12 @@ final class ResumeTrustTests: XCTestCase {
         let ck = dir + "/ck", stdoutFile = dir + "/stdout"
         let args = ["--progress", "json", "--checkpoint", ck, "--checkpoint-interval", "64KiB", "read \(gz) | gunzip | stdout"]
         let fd = open(stdoutFile, O_WRONLY | O_CREAT | O_APPEND, 0o644)
-        let process = try StreamingProcess(SluiceBinary.path, args, stdout: FileHandle(fileDescriptor: fd, closeOnDealloc: true))
+        // Held at the debug build's SOURCE_END gate once its source is read, so the run
+        // cannot finish (and remove its checkpoint) before the kill lands.
+        let gate = dir + "/source-end"
+        XCTAssertEqual(mkfifo(gate, 0o600), 0)
+        let process = try StreamingProcess(SluiceBinary.path, args, stdout: FileHandle(fileDescriptor: fd, closeOnDealloc: true),
+                                           environment: ["SLUICE_TEST_GATE_SOURCE_END": gate])
         XCTAssertTrue(process.waitForLine { $0.contains("\"event\":\"checkpoint\"") })
         process.signal(SIGKILL)
         _ = process.wait()
