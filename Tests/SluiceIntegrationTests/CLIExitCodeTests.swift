@@ -1083,3 +1083,12 @@ extension Data {
         self = FileManager.default.contents(atPath: directory + "/t.gz") ?? Data()
     }
 }
+
+/// The environment that holds a debug build at its SOURCE_END gate (a FIFO nobody opens)
+/// once its source is read: a run that a test will kill can then never finish first,
+/// however fast or busy the machine.
+func holdAtSourceEnd(_ test: XCTestCase) throws -> [String: String] {
+    let gateDir = try makeTemporaryDirectory(test)
+    XCTAssertEqual(mkfifo(gateDir + "/source-end", 0o600), 0)
+    return ["SLUICE_TEST_GATE_SOURCE_END": gateDir + "/source-end"]
+}

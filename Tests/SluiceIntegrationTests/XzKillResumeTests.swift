@@ -29,9 +29,10 @@ final class XzKillResumeTests: XCTestCase {
         let arguments = ["--progress", "json", "--checkpoint-interval", "256KiB", "read in.xz | unxz | file out"]
         var random = SeededRandom(seed: 17)
         var resumed = 0
+        let hold = try holdAtSourceEnd(self)
         for kill in 0..<wanted {
             let before = CheckpointFacts(path: dir + "/out.sluice")?.sourceOffset
-            let run = try SluiceChild(arguments, in: dir)
+            let run = try SluiceChild(arguments, in: dir, environment: hold)
             // Kill k lands after the first checkpoint in the k-th slice of the first 75% of the input.
             let slice = Double(size) * 0.75 / Double(wanted)
             let target = UInt64(slice * (Double(kill) + Double(random.next() % 1000) / 1000))

@@ -55,11 +55,12 @@ final class ZstdKillResumeTests: XCTestCase {
         let dir = try makeTemporaryDirectory(self)
         let arguments = ["--progress", "json", "--checkpoint-interval", "1MiB", spec]
         var resumes = 0
+        let hold = try holdAtSourceEnd(self)
         for kill in 0..<wanted {
             let stored = CheckpointFacts(path: dir + "/out.sluice")?.sourceOffset
             // Kill k lands after the first checkpoint in the k-th of `wanted` slices of the first 60%.
             let target = max(UInt64(Double(size) * 0.6 * Double(kill + 1) / Double(wanted + 1)), (stored ?? 0) + 1)
-            let run = try SluiceChild(arguments, in: dir)
+            let run = try SluiceChild(arguments, in: dir, environment: hold)
             guard run.waitForEvent("checkpoint", timeout: 120, where: {
                 (($0["checkpoint_offset"] as? NSNumber)?.uint64Value ?? 0) >= target
             }) != nil else {

@@ -113,6 +113,23 @@ final class FetchDecisionTests: XCTestCase {
         XCTAssertTrue(reason.contains("query"), reason)
     }
 
+    /// A 206 without the ETag the content had cannot show its bytes are of the same version
+    /// (a lying server answered one connection's range with zeros and no ETag).
+    func testA206ThatDropsTheKnownETagIsNotSpliced() {
+        let judge = ResumeJudge(offset: 4, known: FetchValidators(etag: "\"s\"", totalLength: 10), server: "s")
+        guard case .failed(.changed(let reason)) = judge.judge(head(["HTTP/1.1 206 Partial Content", "Content-Range: bytes 4-9/10"])) else {
+            return XCTFail("a 206 without the known ETag was accepted")
+        }
+        XCTAssertTrue(reason.contains("without the ETag"), reason)
+        guard case .deliver = judge.judge(head(["HTTP/1.1 206 Partial Content", "Content-Range: bytes 4-9/10", "ETag: \"s\""])) else {
+            return XCTFail("a 206 with the known ETag is the same version")
+        }
+        let noTagKnown = ResumeJudge(offset: 4, known: FetchValidators(lastModified: "Mon", totalLength: 10), server: "s")
+        guard case .deliver = noTagKnown.judge(head(["HTTP/1.1 206 Partial Content", "Content-Range: bytes 4-9/10", "Last-Modified: Mon"])) else {
+            return XCTFail("without a known ETag, Last-Modified and length decide")
+        }
+    }
+
     // MARK: AttemptJudge
 
     func testWhatOnePerformMeans() {

@@ -65,6 +65,12 @@ struct ResumeJudge {
             seen.totalLength = range.total
             if let reason = known?.contradiction(by: seen) { return .failed(.changed(reason)) }
             if let refusal = unproven(seen) { return refusal }
+            // A 206 carries the ETag a 200 would (RFC 9110 §15.3.7): one that drops the known
+            // tag cannot show that its bytes belong to the same version.
+            if let tag = known?.etag, seen.etag == nil {
+                return .failed(.changed("\(from) without the ETag \(DisplayText.quoted(tag, limit: 80)) the content had;"
+                                        + " cannot tell these bytes belong to the same version"))
+            }
             // ContentRange bounds `last` below 2^63, so this cannot overflow.
             return .deliver(skip: 0, seen: seen, end: last + 1)
         case 416:
