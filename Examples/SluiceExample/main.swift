@@ -10,8 +10,8 @@ guard arguments.count == 4 else {
 }
 
 var options = PipelineOptions()
-options.checkpointInterval = 64 << 10          // a checkpoint every 64 KiB of source
-options.progress = { event in                  // called from the pipeline's threads
+options.checkpointInterval = 64 << 10  // a checkpoint every 64 KiB of source
+options.progress = { event in  // called from the pipeline's threads
     switch event {
     case .resume(let offset): print("resuming at source byte \(offset)")
     case .checkpoint(let offset, _): print("checkpoint at source byte \(offset)")
@@ -30,9 +30,9 @@ let spec = try PipelineSpec(stages: [
 let pipeline = Pipeline(spec: spec, options: options)
 
 do {
-    let report = try pipeline.run()              // pipeline.cancel() from another thread stops it at a checkpoint
+    let report = try pipeline.run()  // pipeline.cancel() from another thread stops it at a checkpoint
     print(report.resumedAt == nil ? "ran from the start" : "resumed from a checkpoint")
-} catch {                                        // run() throws only SluiceError: causes to switch on
+} catch {  // run() throws only SluiceError: causes to switch on
     switch error {
     case .checksumMismatch(let expected, let actual):
         print("corrupt download: expected \(expected), got \(actual); nothing was written")

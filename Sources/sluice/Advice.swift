@@ -37,7 +37,8 @@ struct Advice {
         case .cancelled:
             return writesCheckpoints
                 ? facts + "; checkpoint saved, rerun the same command to resume"
-                : facts + "; this pipeline writes no checkpoint (stdin source, stdout without --checkpoint, or --checkpoint-interval 0), so a rerun starts from zero"
+                : facts
+                    + "; this pipeline writes no checkpoint (stdin source, stdout without --checkpoint, or --checkpoint-interval 0), so a rerun starts from zero"
         case .io(_, _, let code):
             let full = code == ENOSPC || code == EDQUOT
             return facts + "; " + rerun(fix: full ? "free some space" : "fix the problem", fixShort: full ? "free some space" : "fix that")

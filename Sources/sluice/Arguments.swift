@@ -23,8 +23,10 @@ struct Arguments {
     var json = false
 
     /// `environment`: where `CURL_CA_BUNDLE`, `SSL_CERT_FILE` and `SSL_CERT_DIR` are read.
-    static func parse(_ argv: [String],
-                      environment: [String: String] = ProcessInfo.processInfo.environment) throws(SluiceError) -> Arguments {
+    static func parse(
+        _ argv: [String],
+        environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws(SluiceError) -> Arguments {
         var args = Arguments()
         var rest = argv[...]
         var positional: [String] = []
@@ -134,7 +136,8 @@ struct Arguments {
         guard arg.count > 2, arg.hasPrefix("-"), !arg.hasPrefix("--") else { return nil }
         let letters = Array(arg.dropFirst())
         guard letters.dropLast().allSatisfy(shortFlags.contains),
-              let last = letters.last, shortFlags.contains(last) || shortWithValue.contains(last) else { return nil }
+            let last = letters.last, shortFlags.contains(last) || shortWithValue.contains(last)
+        else { return nil }
         return letters.map { "-\($0)" }
     }
 

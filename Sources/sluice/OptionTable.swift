@@ -13,8 +13,10 @@ struct CommandOption: Sendable {
     let help: String
     let apply: @Sendable (inout Arguments, String) throws(SluiceError) -> Void
 
-    init(_ names: [String], _ value: String? = nil, _ help: String,
-         apply: @escaping @Sendable (inout Arguments, String) throws(SluiceError) -> Void) {
+    init(
+        _ names: [String], _ value: String? = nil, _ help: String,
+        apply: @escaping @Sendable (inout Arguments, String) throws(SluiceError) -> Void
+    ) {
         self.names = names
         self.value = value
         self.help = help
@@ -32,48 +34,64 @@ extension CommandOption {
         CommandOption(["-f", "--spec-file"], "FILE", "read the spec from FILE ('#' comments, newlines allowed; /dev/stdin reads standard input)") { args, v in
             args.specFile = v
         },
-        CommandOption(["--checkpoint"], "PATH", "where the checkpoint lives (default PATH.sluice beside a file sink's PATH; required to make a stdout sink resumable)") { args, v in
+        CommandOption(
+            ["--checkpoint"], "PATH", "where the checkpoint lives (default PATH.sluice beside a file sink's PATH; required to make a stdout sink resumable)"
+        ) { args, v in
             args.options.checkpointPath = v
         },
-        CommandOption(["--checkpoint-interval"], "SIZE", "source bytes between checkpoints, e.g. 8MiB (the default), 512KiB, 1G; 0 writes none") { args, v throws(SluiceError) in
+        CommandOption(["--checkpoint-interval"], "SIZE", "source bytes between checkpoints, e.g. 8MiB (the default), 512KiB, 1G; 0 writes none") {
+            args, v throws(SluiceError) in
             args.options.checkpointInterval = try Arguments.parseSize(v, option: "--checkpoint-interval")
         },
         CommandOption(["--restart"], nil, "discard an existing checkpoint and the partial output, and start from zero") { args, _ in
             args.options.restart = true
         },
-        CommandOption(["--retries"], "N", "transient transfer failures retried in a row (default 5); an attempt that moved data resets the count") { args, v throws(SluiceError) in
+        CommandOption(["--retries"], "N", "transient transfer failures retried in a row (default 5); an attempt that moved data resets the count") {
+            args, v throws(SluiceError) in
             guard v.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let n = Int(v) else {
                 throw .usage("--retries takes a whole number ≥ 0, not '\(v)'")
             }
             args.options.http.retries = n
         },
-        CommandOption(["--stall-timeout"], "SECONDS", "an attempt that receives nothing for this long is aborted and retried (default 30)") { args, v throws(SluiceError) in
+        CommandOption(["--stall-timeout"], "SECONDS", "an attempt that receives nothing for this long is aborted and retried (default 30)") {
+            args, v throws(SluiceError) in
             args.options.http.stallTimeout = try Arguments.seconds(v, option: "--stall-timeout")
         },
-        CommandOption(["--speed-limit"], "BYTES/S", "an attempt averaging less than this over --speed-time is aborted and retried, e.g. 10KiB; slow attempts count against --retries (default 0: off)") { args, v throws(SluiceError) in
+        CommandOption(
+            ["--speed-limit"], "BYTES/S",
+            "an attempt averaging less than this over --speed-time is aborted and retried, e.g. 10KiB; slow attempts count against --retries (default 0: off)"
+        ) { args, v throws(SluiceError) in
             args.options.http.speedLimit = try Arguments.parseSize(v, option: "--speed-limit")
         },
         CommandOption(["--speed-time"], "SECONDS", "the window --speed-limit is measured over (default 30)") { args, v throws(SluiceError) in
             args.options.http.speedTime = try Arguments.seconds(v, option: "--speed-time")
         },
-        CommandOption(["--max-time"], "SECONDS", "the whole fetch, retries included, may take this long; then exit 3 with the checkpoint kept (default: no limit)") { args, v throws(SluiceError) in
+        CommandOption(
+            ["--max-time"], "SECONDS", "the whole fetch, retries included, may take this long; then exit 3 with the checkpoint kept (default: no limit)"
+        ) { args, v throws(SluiceError) in
             args.options.http.maxTime = try Arguments.seconds(v, option: "--max-time")
         },
-        CommandOption(["--connections"], "N", "ranged connections for each fetch, 1-32 (default: 4 when the server answers ranges and at least 64 MiB remain, else 1); a fetch's connections=N wins") { args, v throws(SluiceError) in
+        CommandOption(
+            ["--connections"], "N",
+            "ranged connections for each fetch, 1-32 (default: 4 when the server answers ranges and at least 64 MiB remain, else 1); a fetch's connections=N wins"
+        ) { args, v throws(SluiceError) in
             guard v.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let n = Int(v), (1...32).contains(n) else {
                 throw .usage("--connections takes a whole number from 1 to 32, not '\(v)'")
             }
             args.options.http.connections = n
         },
-        CommandOption(["-H", "--header"], "'NAME: VALUE'", "an extra request header (repeatable); never written to a checkpoint or printed") { args, v throws(SluiceError) in
+        CommandOption(["-H", "--header"], "'NAME: VALUE'", "an extra request header (repeatable); never written to a checkpoint or printed") {
+            args, v throws(SluiceError) in
             guard let colon = v.firstIndex(of: ":"), colon != v.startIndex,
-                  !v[..<colon].contains(where: { $0 == " " || $0 == "\t" }),
-                  !v.unicodeScalars.contains(where: { ($0.value < 0x20 && $0 != "\t") || $0.value == 0x7F }) else {
+                !v[..<colon].contains(where: { $0 == " " || $0 == "\t" }),
+                !v.unicodeScalars.contains(where: { ($0.value < 0x20 && $0 != "\t") || $0.value == 0x7F })
+            else {
                 throw .usage("-H takes 'Name: value' on one line; the value given is not of that form (not shown: it may be a secret)")
             }
             args.options.http.headers.append(v)
         },
-        CommandOption(["--proxy"], "URL", "send every request through this proxy (default: the http_proxy, https_proxy and all_proxy environment variables)") { args, v in
+        CommandOption(["--proxy"], "URL", "send every request through this proxy (default: the http_proxy, https_proxy and all_proxy environment variables)") {
+            args, v in
             args.options.http.proxy = v
         },
         CommandOption(["--noproxy"], "HOSTS", "comma-separated hosts reached without the proxy, * for all (default: no_proxy)") { args, v in
@@ -86,7 +104,10 @@ extension CommandOption {
             guard FileManager.default.isReadableFile(atPath: v) else { throw .usage("--netrc-file: cannot read '\(v)'") }
             args.options.http.netrcFile = v
         },
-        CommandOption(["--cacert"], "FILE", "trust the CA certificates in FILE (PEM; default: CURL_CA_BUNDLE, else SSL_CERT_FILE, plus the directory SSL_CERT_DIR, else the system store)") { args, v throws(SluiceError) in
+        CommandOption(
+            ["--cacert"], "FILE",
+            "trust the CA certificates in FILE (PEM; default: CURL_CA_BUNDLE, else SSL_CERT_FILE, plus the directory SSL_CERT_DIR, else the system store)"
+        ) { args, v throws(SluiceError) in
             guard FileManager.default.isReadableFile(atPath: v) else { throw .usage("--cacert: cannot read '\(v)'") }
             args.options.http.caCertificate = v
         },
@@ -97,7 +118,8 @@ extension CommandOption {
             guard let engine = InflateEngineKind(rawValue: v) else { throw .usage("--engine takes zlib or isal, not '\(v)'") }
             args.options.engine = engine
         },
-        CommandOption(["--progress"], "auto|bar|json|none", "progress on stderr (default auto: a bar when stderr is a terminal)") { args, v throws(SluiceError) in
+        CommandOption(["--progress"], "auto|bar|json|none", "progress on stderr (default auto: a bar when stderr is a terminal)") {
+            args, v throws(SluiceError) in
             guard let mode = ProgressStyle(rawValue: v) else { throw .usage("--progress takes auto, bar, json or none, not '\(v)'") }
             args.progress = mode
         },

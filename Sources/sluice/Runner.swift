@@ -58,10 +58,11 @@ struct Runner {
         } catch {
             renderer.finish()
             if case .io("stdout", _, EPIPE) = error { return .readerGone }
-            let advice = Advice(writesCheckpoints: pipeline.writesCheckpoints,
-                                checkpointLeft: pipeline.checkpointPath.map(FileManager.default.fileExists(atPath:)) ?? false,
-                                toStdout: pipeline.output == nil,
-                                input: spec.stages.first?.argument.map(DisplayText.redactedURL) ?? "stdin")
+            let advice = Advice(
+                writesCheckpoints: pipeline.writesCheckpoints,
+                checkpointLeft: pipeline.checkpointPath.map(FileManager.default.fileExists(atPath:)) ?? false,
+                toStdout: pipeline.output == nil,
+                input: spec.stages.first?.argument.map(DisplayText.redactedURL) ?? "stdin")
             let message = advice.line(for: error)
             return .status(error.exitCode, message: message)
         }
@@ -121,7 +122,8 @@ final class SignalWatcher: Sendable {
     }
 
     private func exitAtOnce() -> Never {
-        let line = resumable
+        let line =
+            resumable
             ? "sluice: interrupted again: stopped at once; rerun the same command to resume from the last checkpoint saved\n"
             : "sluice: interrupted again: stopped at once\n"
         line.utf8CString.withUnsafeBytes { bytes in

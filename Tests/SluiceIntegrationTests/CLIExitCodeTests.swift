@@ -29,23 +29,27 @@ final class CLIExitCodeTests: XCTestCase {
 
     private func assertNothingLeft(for out: String, in dir: String, file: StaticString = #filePath, line: UInt = #line) {
         for name in artefacts(of: out) {
-            XCTAssertFalse(FileManager.default.fileExists(atPath: dir + "/" + name),
-                           "\(name) was left on disk", file: file, line: line)
+            XCTAssertFalse(
+                FileManager.default.fileExists(atPath: dir + "/" + name),
+                "\(name) was left on disk", file: file, line: line)
         }
     }
 
     /// Asserts the run reported its failure as exactly one `sluice:` line that contains
     /// every word of `mentions` (case-insensitive); returns that line.
     @discardableResult
-    private func assertOneErrorLine(_ outcome: SluiceOutcome, mentions: [String],
-                                    file: StaticString = #filePath, line: UInt = #line) -> String {
+    private func assertOneErrorLine(
+        _ outcome: SluiceOutcome, mentions: [String],
+        file: StaticString = #filePath, line: UInt = #line
+    ) -> String {
         let messages = outcome.messages
         XCTAssertEqual(messages.count, 1, "expected exactly one stderr message line, got:\n\(outcome.stderr)", file: file, line: line)
         guard let message = messages.last else { return "" }
         XCTAssertTrue(message.hasPrefix("sluice: "), "stderr line does not start with 'sluice: ': \(message)", file: file, line: line)
         for word in mentions where !word.isEmpty {
-            XCTAssertTrue(message.lowercased().contains(word.lowercased()),
-                          "stderr does not mention '\(word)': \(message)", file: file, line: line)
+            XCTAssertTrue(
+                message.lowercased().contains(word.lowercased()),
+                "stderr does not mention '\(word)': \(message)", file: file, line: line)
         }
         return message
     }
@@ -54,9 +58,11 @@ final class CLIExitCodeTests: XCTestCase {
 
     /// Runs `arguments` in a directory holding `small.gz`, expects exit 2 with one
     /// `sluice:` line mentioning `mentions`, and the directory exactly as it was.
-    private func assertRefusedUntouched(_ arguments: [String], mentions: [String], column: Int? = nil, stdin: Data? = nil,
-                                        prepare: ((String) throws -> Void)? = nil,
-                                        file: StaticString = #filePath, line: UInt = #line) throws {
+    private func assertRefusedUntouched(
+        _ arguments: [String], mentions: [String], column: Int? = nil, stdin: Data? = nil,
+        prepare: ((String) throws -> Void)? = nil,
+        file: StaticString = #filePath, line: UInt = #line
+    ) throws {
         let dir = try makeTemporaryDirectory(self)
         try Data(gzipped: "hello sluice\n").write(to: URL(fileURLWithPath: dir + "/small.gz"))
         try prepare?(dir)
@@ -66,8 +72,9 @@ final class CLIExitCodeTests: XCTestCase {
         XCTAssertFalse(outcome.signalled, file: file, line: line)
         let message = assertOneErrorLine(outcome, mentions: mentions, file: file, line: line)
         if let column {
-            XCTAssertNotNil(message.range(of: "column \(column)(?![0-9])", options: .regularExpression),
-                            "the message does not point at column \(column): \(message)", file: file, line: line)
+            XCTAssertNotNil(
+                message.range(of: "column \(column)(?![0-9])", options: .regularExpression),
+                "the message does not point at column \(column): \(message)", file: file, line: line)
         }
         XCTAssertTrue(outcome.stdout.isEmpty, "a refused run wrote to stdout", file: file, line: line)
         let after = try DirectorySnapshot(dir)
@@ -77,8 +84,10 @@ final class CLIExitCodeTests: XCTestCase {
 
     /// A malformed spec: refused, the message quoting `word` and pointing at its column
     /// (of its `occurrence`-th appearance in `spec`).
-    private func assertSpecRefused(_ spec: String, word: String, occurrence: Int = 1, also: [String] = [],
-                                   file: StaticString = #filePath, line: UInt = #line) throws {
+    private func assertSpecRefused(
+        _ spec: String, word: String, occurrence: Int = 1, also: [String] = [],
+        file: StaticString = #filePath, line: UInt = #line
+    ) throws {
         var from = spec.startIndex
         var found: Range<String.Index>?
         for _ in 0..<occurrence {
@@ -163,22 +172,27 @@ final class CLIExitCodeTests: XCTestCase {
 
     func testBadCheckpointIntervalIsRefused() throws {
         for value in ["8XB", "-1", "1.5MiB", "MiB", "", "8 MiB", "99999999999999999999"] {
-            try assertRefusedUntouched(["--checkpoint-interval", value, "read small.gz | gunzip | file out"],
-                                       mentions: ["--checkpoint-interval", value])
+            try assertRefusedUntouched(
+                ["--checkpoint-interval", value, "read small.gz | gunzip | file out"],
+                mentions: ["--checkpoint-interval", value])
         }
-        try assertRefusedUntouched(["--checkpoint-interval=12parsecs", "read small.gz | gunzip | file out"],
-                                   mentions: ["--checkpoint-interval", "12parsecs"])
+        try assertRefusedUntouched(
+            ["--checkpoint-interval=12parsecs", "read small.gz | gunzip | file out"],
+            mentions: ["--checkpoint-interval", "12parsecs"])
         // The option with its value missing.
-        try assertRefusedUntouched(["read small.gz | gunzip | file out", "--checkpoint-interval"],
-                                   mentions: ["--checkpoint-interval"])
+        try assertRefusedUntouched(
+            ["read small.gz | gunzip | file out", "--checkpoint-interval"],
+            mentions: ["--checkpoint-interval"])
     }
 
     func testStdinWithCheckpointIsRefused() throws {
         let input = Data(gzipped: "from stdin\n")
-        try assertRefusedUntouched(["--checkpoint", "cp.sluice", "stdin | gunzip | file out"],
-                                   mentions: ["stdin", "checkpoint"], stdin: input)
-        try assertRefusedUntouched(["--checkpoint", "cp.sluice", "stdin | gunzip | stdout"],
-                                   mentions: ["stdin", "checkpoint"], stdin: input)
+        try assertRefusedUntouched(
+            ["--checkpoint", "cp.sluice", "stdin | gunzip | file out"],
+            mentions: ["stdin", "checkpoint"], stdin: input)
+        try assertRefusedUntouched(
+            ["--checkpoint", "cp.sluice", "stdin | gunzip | stdout"],
+            mentions: ["stdin", "checkpoint"], stdin: input)
     }
 
     func testCheckpointThatDoesNotParseIsRefusedUntilRestart() throws {
@@ -293,8 +307,11 @@ final class CLIExitCodeTests: XCTestCase {
         let fixture = try Self.medium()
         let dir = try makeTemporaryDirectory(self)
         let wrong = String(repeating: "0123456789abcdef", count: 4)
-        let outcome = try runSluiceBounded(["--checkpoint-interval", "256KiB",
-                                            "read \(fixture.gz) | verify sha256:\(wrong) | gunzip | file out"], in: dir)
+        let outcome = try runSluiceBounded(
+            [
+                "--checkpoint-interval", "256KiB",
+                "read \(fixture.gz) | verify sha256:\(wrong) | gunzip | file out",
+            ], in: dir)
         XCTAssertEqual(outcome.status, 4, outcome.stderr)
         assertOneErrorLine(outcome, mentions: [wrong, fixture.gzDigest, "nothing was written"])
         assertNothingLeft(for: "out", in: dir)
@@ -321,16 +338,22 @@ final class CLIExitCodeTests: XCTestCase {
         let fixture = try Self.medium()
         let dir = try makeTemporaryDirectory(self)
         // Upper case digits are accepted too.
-        let ok = try runSluiceBounded(["--checkpoint-interval", "256KiB",
-                                       "read \(fixture.gz) | gunzip | verify sha256:\(fixture.rawDigest.uppercased()) | file out"], in: dir)
+        let ok = try runSluiceBounded(
+            [
+                "--checkpoint-interval", "256KiB",
+                "read \(fixture.gz) | gunzip | verify sha256:\(fixture.rawDigest.uppercased()) | file out",
+            ], in: dir)
         XCTAssertEqual(ok.status, 0, ok.stderr)
         XCTAssertTrue(try filesEqual(fixture.raw, dir + "/out"))
         XCTAssertEqual(try DirectorySnapshot(dir).names, ["out"])
         try FileManager.default.removeItem(atPath: dir + "/out")
 
         // The digest of the compressed file is the wrong one after gunzip.
-        let mismatch = try runSluiceBounded(["--checkpoint-interval", "256KiB",
-                                             "read \(fixture.gz) | gunzip | verify sha256:\(fixture.gzDigest) | file out"], in: dir)
+        let mismatch = try runSluiceBounded(
+            [
+                "--checkpoint-interval", "256KiB",
+                "read \(fixture.gz) | gunzip | verify sha256:\(fixture.gzDigest) | file out",
+            ], in: dir)
         XCTAssertEqual(mismatch.status, 4, mismatch.stderr)
         assertOneErrorLine(mismatch, mentions: [fixture.gzDigest, fixture.rawDigest, "nothing was written"])
         assertNothingLeft(for: "out", in: dir)
@@ -341,8 +364,10 @@ final class CLIExitCodeTests: XCTestCase {
 
     /// Corrupts the medium fixture's gzip with `damage`, runs it through each engine, and
     /// expects exit 5, one line naming the gzip problem, and nothing left but the input.
-    private func assertCorruptionRefused(mentionsAnyOf keywords: [String], file: StaticString = #filePath, line: UInt = #line,
-                                         damage: (inout Data) -> Void) throws {
+    private func assertCorruptionRefused(
+        mentionsAnyOf keywords: [String], file: StaticString = #filePath, line: UInt = #line,
+        damage: (inout Data) -> Void
+    ) throws {
         let fixture = try Self.medium()
         var bytes = try Data(contentsOf: URL(fileURLWithPath: fixture.gz))
         damage(&bytes)
@@ -350,12 +375,16 @@ final class CLIExitCodeTests: XCTestCase {
             let dir = try makeTemporaryDirectory(self)
             try bytes.write(to: URL(fileURLWithPath: dir + "/bad.gz"))
             let before = try DirectorySnapshot(dir)
-            let outcome = try runSluiceBounded(["--engine", engine, "--checkpoint-interval", "256KiB",
-                                                "read bad.gz | gunzip | file out"], in: dir, file: file, line: line)
+            let outcome = try runSluiceBounded(
+                [
+                    "--engine", engine, "--checkpoint-interval", "256KiB",
+                    "read bad.gz | gunzip | file out",
+                ], in: dir, file: file, line: line)
             XCTAssertEqual(outcome.status, 5, "engine \(engine): \(outcome.stderr)", file: file, line: line)
             let message = assertOneErrorLine(outcome, mentions: ["gzip"], file: file, line: line)
-            XCTAssertTrue(keywords.contains { message.lowercased().contains($0.lowercased()) },
-                          "engine \(engine): the message names none of \(keywords): \(message)", file: file, line: line)
+            XCTAssertTrue(
+                keywords.contains { message.lowercased().contains($0.lowercased()) },
+                "engine \(engine): the message names none of \(keywords): \(message)", file: file, line: line)
             assertNothingLeft(for: "out", in: dir, file: file, line: line)
             let after = try DirectorySnapshot(dir)
             XCTAssertTrue(after == before, "engine \(engine) left: \(after.differences(from: before))", file: file, line: line)
@@ -531,8 +560,10 @@ final class CLIExitCodeTests: XCTestCase {
     private func assertInterruptSavesCheckpoint(_ signal: Int32) throws {
         let fixture = try Self.big()
         let dir = try makeTemporaryDirectory(self)
-        let args = ["--progress", "json", "--checkpoint-interval", "1MiB",
-                    "read \(fixture.gz) | verify sha256:\(fixture.gzDigest) | gunzip | file out"]
+        let args = [
+            "--progress", "json", "--checkpoint-interval", "1MiB",
+            "read \(fixture.gz) | verify sha256:\(fixture.gzDigest) | gunzip | file out",
+        ]
         let run = try SluiceChild(args, in: dir)
         let first = run.waitForEvent("checkpoint", timeout: 60, where: { (($0["checkpoint_offset"] as? NSNumber)?.uint64Value ?? 0) > 0 })
         XCTAssertNotNil(first, "no checkpoint event: \(run.stderrSoFar)")
@@ -578,9 +609,12 @@ final class CLIExitCodeTests: XCTestCase {
     func testSuccessLeavesOnlyTheOutput() throws {
         let fixture = try Self.big()
         let dir = try makeTemporaryDirectory(self)
-        let outcome = try runSluiceBounded(["--progress", "json", "--checkpoint-interval", "1MiB",
-                                            "read \(fixture.gz) | verify sha256:\(fixture.gzDigest) | gunzip | file out"],
-                                           in: dir, timeout: 60)
+        let outcome = try runSluiceBounded(
+            [
+                "--progress", "json", "--checkpoint-interval", "1MiB",
+                "read \(fixture.gz) | verify sha256:\(fixture.gzDigest) | gunzip | file out",
+            ],
+            in: dir, timeout: 60)
         XCTAssertEqual(outcome.status, 0, outcome.stderr)
         XCTAssertFalse(outcome.events(named: "checkpoint").isEmpty, "no checkpoint was written during the run")
         XCTAssertEqual(outcome.events(named: "done").count, 1)
@@ -623,15 +657,18 @@ final class CLIExitCodeTests: XCTestCase {
 
     /// Starts `arguments` (plus `--progress json`), SIGKILLs it as soon as it reports its
     /// first checkpoint, and returns that checkpoint as stored (nil after an XCTFail).
-    private func killAfterFirstCheckpoint(_ arguments: [String], in dir: String,
-                                          file: StaticString = #filePath, line: UInt = #line) throws -> [String: Any]? {
+    private func killAfterFirstCheckpoint(
+        _ arguments: [String], in dir: String,
+        file: StaticString = #filePath, line: UInt = #line
+    ) throws -> [String: Any]? {
         let run = try SluiceChild(["--progress", "json"] + arguments, in: dir)
         let event = run.waitForEvent("checkpoint", timeout: 60, where: { (($0["checkpoint_offset"] as? NSNumber)?.uint64Value ?? 0) > 0 })
         run.send(SIGKILL)
         let outcome = run.waitForExit(timeout: 30)
         guard event != nil, outcome.signalled, outcome.status == SIGKILL else {
-            XCTFail("could not kill \(arguments) after its first checkpoint (status \(outcome.status)): \(outcome.stderr.suffix(2000))",
-                    file: file, line: line)
+            XCTFail(
+                "could not kill \(arguments) after its first checkpoint (status \(outcome.status)): \(outcome.stderr.suffix(2000))",
+                file: file, line: line)
             return nil
         }
         guard let facts = CheckpointFacts(path: dir + "/" + checkpointName(in: arguments)) else {
@@ -647,8 +684,10 @@ final class CLIExitCodeTests: XCTestCase {
     }
 
     /// Runs `arguments` again (with `--progress json`): it must resume, finish, equal `expected`.
-    private func assertResumesToCompletion(_ arguments: [String], in dir: String, expected: String,
-                                           file: StaticString = #filePath, line: UInt = #line) throws {
+    private func assertResumesToCompletion(
+        _ arguments: [String], in dir: String, expected: String,
+        file: StaticString = #filePath, line: UInt = #line
+    ) throws {
         let offset = CheckpointFacts(path: dir + "/out.sluice")?.sourceOffset
         let outcome = try runSluiceBounded(["--progress", "json"] + arguments, in: dir, timeout: 60, file: file, line: line)
         XCTAssertEqual(outcome.status, 0, outcome.stderr, file: file, line: line)
@@ -667,8 +706,9 @@ final class CLIExitCodeTests: XCTestCase {
             try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
             let result = try shell("mount -t tmpfs -o '\(options)' tmpfs '\(path)' 2>&1", capture: true)
             guard result.status == 0 else {
-                XCTFail("mount -t tmpfs -o \(options) failed (this test needs root / CAP_SYS_ADMIN): \(result.output)",
-                        file: file, line: line)
+                XCTFail(
+                    "mount -t tmpfs -o \(options) failed (this test needs root / CAP_SYS_ADMIN): \(result.output)",
+                    file: file, line: line)
                 return false
             }
         } catch {
@@ -739,7 +779,10 @@ final class SluiceChild: @unchecked Sendable {
     private let pipes: [Pipe]
     let started = Date()
 
-    private static let ignoreSIGPIPE: Void = { signal(SIGPIPE, SIG_IGN); return () }()
+    private static let ignoreSIGPIPE: Void = {
+        signal(SIGPIPE, SIG_IGN)
+        return ()
+    }()
 
     /// - Parameter environment: added to the test's own environment (e.g. a `RaceGate`).
     init(_ arguments: [String], in directory: String, stdin: Data? = nil, environment: [String: String] = [:]) throws {
@@ -841,13 +884,17 @@ final class SluiceChild: @unchecked Sendable {
     }
 
     /// Waits for a `--progress json` event named `name` (and matching `predicate`).
-    func waitForEvent(_ name: String, from: Int = 0, timeout: TimeInterval,
-                      where predicate: ([String: Any]) -> Bool = { _ in true }) -> [String: Any]? {
+    func waitForEvent(
+        _ name: String, from: Int = 0, timeout: TimeInterval,
+        where predicate: ([String: Any]) -> Bool = { _ in true }
+    ) -> [String: Any]? {
         waitForEventIndexed(name, from: from, timeout: timeout, where: predicate)?.event
     }
 
-    func waitForEventIndexed(_ name: String, from: Int = 0, timeout: TimeInterval,
-                             where predicate: ([String: Any]) -> Bool = { _ in true }) -> (index: Int, event: [String: Any])? {
+    func waitForEventIndexed(
+        _ name: String, from: Int = 0, timeout: TimeInterval,
+        where predicate: ([String: Any]) -> Bool = { _ in true }
+    ) -> (index: Int, event: [String: Any])? {
         var found: [String: Any]?
         let index = waitForLine(from: from, timeout: timeout) { line in
             guard let event = sluiceEvent(line), event["event"] as? String == name, predicate(event) else { return false }
@@ -893,20 +940,24 @@ final class SluiceChild: @unchecked Sendable {
         condition.lock()
         defer { condition.unlock() }
         let done = exited
-        return SluiceOutcome(status: done ? process.terminationStatus : -1,
-                             signalled: done && process.terminationReason == .uncaughtSignal,
-                             timedOut: timedOut, stdout: output, lines: lines)
+        return SluiceOutcome(
+            status: done ? process.terminationStatus : -1,
+            signalled: done && process.terminationReason == .uncaughtSignal,
+            timedOut: timedOut, stdout: output, lines: lines)
     }
 }
 
 /// Runs sluice to its end, bounded: a run that hangs is killed and fails the test.
-func runSluiceBounded(_ arguments: [String], in directory: String, stdin: Data? = nil, timeout: TimeInterval = 10,
-                      file: StaticString = #filePath, line: UInt = #line) throws -> SluiceOutcome {
+func runSluiceBounded(
+    _ arguments: [String], in directory: String, stdin: Data? = nil, timeout: TimeInterval = 10,
+    file: StaticString = #filePath, line: UInt = #line
+) throws -> SluiceOutcome {
     let child = try SluiceChild(arguments, in: directory, stdin: stdin)
     let outcome = child.waitForExit(timeout: timeout)
     if outcome.timedOut {
-        XCTFail("sluice \(arguments) did not exit within \(Int(timeout)) s (hung; killed). stderr:\n\(outcome.stderr)",
-                file: file, line: line)
+        XCTFail(
+            "sluice \(arguments) did not exit within \(Int(timeout)) s (hung; killed). stderr:\n\(outcome.stderr)",
+            file: file, line: line)
     }
     return outcome
 }
@@ -919,7 +970,8 @@ struct CheckpointFacts {
     /// nil when the file is missing or does not parse as a JSON object.
     init?(path: String) {
         guard let data = FileManager.default.contents(atPath: path),
-              let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else { return nil }
+            let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any]
+        else { return nil }
         var st = stat()
         guard stat(path, &st) == 0 else { return nil }
         json = object
@@ -934,7 +986,8 @@ struct CheckpointFacts {
     var fileBytes: UInt64? {
         let stages = json["stages"] as? [[String: Any]] ?? []
         guard let file = stages.last(where: { $0["stage"] as? String == "file" }),
-              let state = file["state"] as? [String: Any] else { return nil }
+            let state = file["state"] as? [String: Any]
+        else { return nil }
         return (state["bytes_written"] as? NSNumber)?.uint64Value
     }
 }
@@ -958,9 +1011,10 @@ struct DirectorySnapshot: Equatable {
             guard lstat(path, &st) == 0 else { continue }
             let type = UInt32(st.st_mode) & UInt32(S_IFMT)
             let small = type == UInt32(S_IFREG) && st.st_size <= 8 << 20
-            entries[name] = Entry(type: type, size: Int64(st.st_size), mode: UInt32(st.st_mode),
-                                  modified: Int64(st.st_mtim.tv_sec) * 1_000_000_000 + Int64(st.st_mtim.tv_nsec),
-                                  contents: small ? FileManager.default.contents(atPath: path) : nil)
+            entries[name] = Entry(
+                type: type, size: Int64(st.st_size), mode: UInt32(st.st_mode),
+                modified: Int64(st.st_mtim.tv_sec) * 1_000_000_000 + Int64(st.st_mtim.tv_nsec),
+                contents: small ? FileManager.default.contents(atPath: path) : nil)
         }
     }
 
@@ -996,19 +1050,20 @@ struct MixedGzipFixture: Sendable {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let raw = directory + "/" + name, gz = raw + ".gz"
         let script = """
-        set -e -o pipefail
-        for i in $(seq 1 \(chunks)); do
-          head -c 1200000 /dev/urandom
-          seq $((i * 1000000)) $((i * 1000000 + 150000))
-        done > '\(raw)'
-        gzip -1 -k -f '\(raw)'
-        """
+            set -e -o pipefail
+            for i in $(seq 1 \(chunks)); do
+              head -c 1200000 /dev/urandom
+              seq $((i * 1000000)) $((i * 1000000 + 150000))
+            done > '\(raw)'
+            gzip -1 -k -f '\(raw)'
+            """
         let result = try shell(script, capture: true)
         guard result.status == 0, FileManager.default.fileExists(atPath: gz) else {
             throw FixtureError("could not generate \(gz): \(result.output)")
         }
-        return MixedGzipFixture(directory: directory, raw: raw, gz: gz,
-                                rawDigest: try sha256Hex(ofFile: raw), gzDigest: try sha256Hex(ofFile: gz))
+        return MixedGzipFixture(
+            directory: directory, raw: raw, gz: gz,
+            rawDigest: try sha256Hex(ofFile: raw), gzDigest: try sha256Hex(ofFile: gz))
     }
 
     func remove() {

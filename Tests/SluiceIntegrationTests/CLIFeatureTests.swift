@@ -16,9 +16,11 @@ final class CLIFeatureTests: XCTestCase {
         let result = try SluiceBinary.run(["--help"])
         XCTAssertEqual(result.status, 0)
         let help = String(decoding: result.stdout, as: UTF8.self)
-        for word in StageRegistry.words + ["-f", "--checkpoint", "--checkpoint-interval", "--restart", "--retries",
-                                        "--stall-timeout", "-H", "--cacert", "--insecure", "--engine", "--progress", "-q",
-                                        "inspect", "--version"] {
+        for word in StageRegistry.words + [
+            "-f", "--checkpoint", "--checkpoint-interval", "--restart", "--retries",
+            "--stall-timeout", "-H", "--cacert", "--insecure", "--engine", "--progress", "-q",
+            "inspect", "--version",
+        ] {
             XCTAssertTrue(help.contains(word), "help lacks \(word)")
         }
         for code in ["0", "2", "3", "4", "5", "6", "7", "130"] {
@@ -27,10 +29,13 @@ final class CLIFeatureTests: XCTestCase {
         let version = try SluiceBinary.run(["--version"])
         let lines = String(decoding: version.stdout, as: UTF8.self).split(separator: "\n").map(String.init)
         XCTAssertEqual(lines.first, "sluice \(Sluice.version) (checkpoint format \(Checkpoint.currentVersion))")
-        for (library, pattern) in [("libcurl", #"^  libcurl \d+\.\d+\.\d+$"#), ("OpenSSL", #"^  OpenSSL \d+\.\d+\.\d+$"#),
-                                   ("zlib", #"^  zlib \d+\.\d+"#), ("ISA-L", #"^  ISA-L \d+\.\d+\.\d+"#)] {
-            XCTAssertTrue(lines.contains { $0.range(of: pattern, options: .regularExpression) != nil },
-                          "--version does not name \(library)'s version: \(lines)")
+        for (library, pattern) in [
+            ("libcurl", #"^  libcurl \d+\.\d+\.\d+$"#), ("OpenSSL", #"^  OpenSSL \d+\.\d+\.\d+$"#),
+            ("zlib", #"^  zlib \d+\.\d+"#), ("ISA-L", #"^  ISA-L \d+\.\d+\.\d+"#),
+        ] {
+            XCTAssertTrue(
+                lines.contains { $0.range(of: pattern, options: .regularExpression) != nil },
+                "--version does not name \(library)'s version: \(lines)")
         }
     }
 
@@ -57,8 +62,12 @@ final class CLIFeatureTests: XCTestCase {
     func testInspectShowsAnInterruptedRun() throws {
         let dir = try makeTemporaryDirectory(self)
         let (gz, digest) = try makeGzip(in: dir, megabytes: 40)
-        let process = try StreamingProcess(SluiceBinary.path, ["--progress", "json", "--checkpoint-interval", "1MiB",
-                                                                "read \(gz) | verify sha256:\(digest) | gunzip | file \(dir)/out"])
+        let process = try StreamingProcess(
+            SluiceBinary.path,
+            [
+                "--progress", "json", "--checkpoint-interval", "1MiB",
+                "read \(gz) | verify sha256:\(digest) | gunzip | file \(dir)/out",
+            ])
         XCTAssertTrue(process.waitForLine(where: isLaterCheckpoint))
         process.signal(SIGTERM)
         let (status, _) = process.wait()
@@ -93,10 +102,13 @@ final class CLIFeatureTests: XCTestCase {
     /// Every JSON line of a run that retries, is interrupted, and resumes.
     func testProgressJSONThroughRetryAndResume() throws {
         let body = makeTestData(count: 3_000_000, seed: 21)
-        try withFaultServer(body: body, fault: {
-            $0.dropAfterBodyBytes = 1_200_000
-            $0.bytesPerSecond = 6_000_000
-        }) { server in
+        try withFaultServer(
+            body: body,
+            fault: {
+                $0.dropAfterBodyBytes = 1_200_000
+                $0.bytesPerSecond = 6_000_000
+            }
+        ) { server in
             let dir = try makeTemporaryDirectory(self)
             let args = ["--progress", "json", "--checkpoint-interval", "256KiB", "fetch \(server.url()) | file \(dir)/out"]
 
@@ -126,7 +138,10 @@ final class CLIFeatureTests: XCTestCase {
             // Offsets never go backwards within a run (retries continue at the current offset).
             var last = 0
             for event in events1 + [["event": "boundary"]] + events2 {
-                if event["event"] as? String == "boundary" { last = 0; continue }
+                if event["event"] as? String == "boundary" {
+                    last = 0
+                    continue
+                }
                 guard let offset = event["source_offset"] as? Int else { continue }
                 XCTAssertGreaterThanOrEqual(offset, last, "offset went backwards: \(event)")
                 last = offset
@@ -177,8 +192,9 @@ final class CLIFeatureTests: XCTestCase {
     func testReadmeExampleCompilesAndRuns() throws {
         let example = try String(contentsOfFile: Self.repository + "/Examples/SluiceExample/main.swift", encoding: .utf8)
         let readme = try String(contentsOfFile: Self.repository + "/README.md", encoding: .utf8)
-        XCTAssertTrue(readme.contains(example.trimmingCharacters(in: .whitespacesAndNewlines)),
-                      "README.md must show Examples/SluiceExample/main.swift verbatim")
+        XCTAssertTrue(
+            readme.contains(example.trimmingCharacters(in: .whitespacesAndNewlines)),
+            "README.md must show Examples/SluiceExample/main.swift verbatim")
         let binary = URL(fileURLWithPath: SluiceBinary.path).deletingLastPathComponent().appendingPathComponent("SluiceExample").path
         let dir = try makeTemporaryDirectory(self)
         let url = "file://\(Self.repository)/Fixtures/sample.tar.gz"

@@ -18,8 +18,10 @@ final class CheckpointTrustTests: XCTestCase {
         fault.bytesPerSecond = 2_000_000
         let server = try FaultServer(body: try [UInt8](Data(contentsOf: URL(fileURLWithPath: gz))), fault: fault)
         addTeardownBlock { server.stop() }
-        let args = ["--engine", engine, "--progress", "json", "--checkpoint-interval", "64KiB",
-                    "fetch \(server.url()) | gunzip | file \(dir)/out"]
+        let args = [
+            "--engine", engine, "--progress", "json", "--checkpoint-interval", "64KiB",
+            "fetch \(server.url()) | gunzip | file \(dir)/out",
+        ]
         let process = try StreamingProcess(SluiceBinary.path, args)
         XCTAssertTrue(process.waitForLine(where: isLaterCheckpoint))
         process.signal(SIGTERM)
@@ -110,8 +112,9 @@ final class StdoutResumeTests: XCTestCase {
         // opens) once its source is read, so however fast the machine, the kill lands first.
         let gateDir = try makeTemporaryDirectory(self)
         XCTAssertEqual(mkfifo(gateDir + "/source-end", 0o600), 0)
-        let process = try StreamingProcess(SluiceBinary.path, args, stdout: FileHandle(fileDescriptor: fd, closeOnDealloc: true),
-                                           environment: ["SLUICE_TEST_GATE_SOURCE_END": gateDir + "/source-end"])
+        let process = try StreamingProcess(
+            SluiceBinary.path, args, stdout: FileHandle(fileDescriptor: fd, closeOnDealloc: true),
+            environment: ["SLUICE_TEST_GATE_SOURCE_END": gateDir + "/source-end"])
         // Killed after its starting checkpoint, long before the first 64 MiB one.
         XCTAssertTrue(process.waitForLine { $0.contains("\"event\":\"checkpoint\"") })
         XCTAssertTrue(process.waitForLine { $0.contains("\"event\":\"progress\"") })
@@ -131,9 +134,13 @@ final class StdoutResumeTests: XCTestCase {
         try Data(makeTestData(count: 40 << 20, seed: 32)).write(to: URL(fileURLWithPath: plain))
         XCTAssertEqual(try shell("gzip -6 -c '\(plain)' > '\(gz)'").status, 0)
         let fd = open(out, O_WRONLY | O_CREAT | O_APPEND, 0o644)
-        let process = try StreamingProcess(SluiceBinary.path, ["--progress", "json", "--checkpoint", ck, "--checkpoint-interval", "1MiB",
-                                                                "read \(gz) | gunzip | stdout"],
-                                           stdout: FileHandle(fileDescriptor: fd, closeOnDealloc: true))
+        let process = try StreamingProcess(
+            SluiceBinary.path,
+            [
+                "--progress", "json", "--checkpoint", ck, "--checkpoint-interval", "1MiB",
+                "read \(gz) | gunzip | stdout",
+            ],
+            stdout: FileHandle(fileDescriptor: fd, closeOnDealloc: true))
         XCTAssertTrue(process.waitForLine(where: isLaterCheckpoint))
         process.signal(SIGKILL)
         _ = process.wait()

@@ -31,8 +31,10 @@ final class FilesystemHostilityTests: XCTestCase {
     /// Expects exit 2, one `sluice:` line mentioning every word of `mentions` and none of
     /// `never`, and the directory exactly as before.
     @discardableResult
-    private func assertRefused(_ arguments: [String], in dir: String, mentions: [String], never: [String] = [],
-                               file: StaticString = #filePath, line: UInt = #line) throws -> String {
+    private func assertRefused(
+        _ arguments: [String], in dir: String, mentions: [String], never: [String] = [],
+        file: StaticString = #filePath, line: UInt = #line
+    ) throws -> String {
         let before = try DirectorySnapshot(dir)
         let outcome = try runSluiceBounded(arguments, in: dir, file: file, line: line)
         XCTAssertEqual(outcome.status, 2, "\(arguments): \(outcome.stderr)", file: file, line: line)
@@ -50,8 +52,10 @@ final class FilesystemHostilityTests: XCTestCase {
     }
 
     /// Runs sluice with stdout appending to `stdoutPath` (as `>> stdoutPath` would), bounded.
-    private func runAppending(to stdoutPath: String, _ arguments: [String], in dir: String,
-                              file: StaticString = #filePath, line: UInt = #line) throws -> (status: Int32, stderr: String) {
+    private func runAppending(
+        to stdoutPath: String, _ arguments: [String], in dir: String,
+        file: StaticString = #filePath, line: UInt = #line
+    ) throws -> (status: Int32, stderr: String) {
         let fd = open(stdoutPath, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw FileSystemFixtureError("cannot open \(stdoutPath)") }
         let process = Process()
@@ -180,9 +184,11 @@ final class FilesystemHostilityTests: XCTestCase {
         try FileManager.default.createDirectory(atPath: dir + "/sub", withIntermediateDirectories: false)
         try HostileFile.symlink(at: dir + "/here", to: ".")
         let spec = "read in.bin | file out"
-        for checkpoint in ["out", "./out", "sub/../out", "here/out", dir + "/out",
-                           "out.sluice-part", "./out.sluice-part", "here/out.sluice-part",
-                           "out.sluice.lock", "sub/../out.sluice.lock", "in.bin", "./in.bin"] {
+        for checkpoint in [
+            "out", "./out", "sub/../out", "here/out", dir + "/out",
+            "out.sluice-part", "./out.sluice-part", "here/out.sluice-part",
+            "out.sluice.lock", "sub/../out.sluice.lock", "in.bin", "./in.bin",
+        ] {
             try assertRefused(["--checkpoint", checkpoint, spec], in: dir, mentions: ["refusing", "same file"], never: ["--restart"])
         }
         // The checkpoint's temporary file would be the output.
@@ -326,8 +332,10 @@ final class FilesystemHostilityTests: XCTestCase {
         let dir = try makeTemporaryDirectory(self)
         for status in [404, 401, 403] {
             let server = try FaultServer(body: [UInt8](repeating: 7, count: 1000), fault: .init(status: status))
-            for arguments in [["--retries", "0", "fetch \(server.url()) | file out"],
-                              ["--retries", "0", "--checkpoint", "c", "fetch \(server.url()) | stdout"]] {
+            for arguments in [
+                ["--retries", "0", "fetch \(server.url()) | file out"],
+                ["--retries", "0", "--checkpoint", "c", "fetch \(server.url()) | stdout"],
+            ] {
                 let outcome = try runSluiceBounded(arguments, in: dir)
                 XCTAssertEqual(outcome.status, 3, outcome.stderr)
                 XCTAssertEqual(try DirectorySnapshot(dir).names, [], "HTTP \(status), \(arguments) left files behind")

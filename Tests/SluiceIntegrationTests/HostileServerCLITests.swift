@@ -12,10 +12,13 @@ final class HostileServerCLITests: XCTestCase {
     // MARK: Item 1: a clean line and exit 3, never a trap
 
     func testContentRangePastTwoToTheSixtyFourExitsThree() throws {
-        try withFaultServer(body: Self.body, fault: {
-            $0.contentRange = "bytes 0-18446744073709551615/*"
-            $0.omitContentLength = true
-        }) { server in
+        try withFaultServer(
+            body: Self.body,
+            fault: {
+                $0.contentRange = "bytes 0-18446744073709551615/*"
+                $0.omitContentLength = true
+            }
+        ) { server in
             let dir = try makeTemporaryDirectory(self)
             let result = try SluiceBinary.run(["fetch \(server.url()) | file \(dir)/out"])
             XCTAssertFalse(result.signalled, "killed by signal \(result.status)")
@@ -55,15 +58,20 @@ final class HostileServerCLITests: XCTestCase {
     /// The server never states the total (chunked 200, `bytes F-L/*`), overruns its last
     /// range, and then claims a 416 at the overrun's end: today's code took that as "complete".
     func testOverrunBehindARedirectNeverExitsZero() throws {
-        try withFaultServer(body: Self.body, fault: {
-            $0.chunked = true
-            $0.dropAfterBodyBytes = 600_000
-            $0.overrunBytes = 70_000
-            $0.rangeTotalUnknown = true
-        }) { server in
+        try withFaultServer(
+            body: Self.body,
+            fault: {
+                $0.chunked = true
+                $0.dropAfterBodyBytes = 600_000
+                $0.overrunBytes = 70_000
+                $0.rangeTotalUnknown = true
+            }
+        ) { server in
             let dir = try makeTemporaryDirectory(self)
-            let result = try SluiceBinary.run(["--checkpoint-interval", "64KiB",
-                                               "fetch \(server.url("/redirect?to=%2Fdata.bin")) | file \(dir)/out"])
+            let result = try SluiceBinary.run([
+                "--checkpoint-interval", "64KiB",
+                "fetch \(server.url("/redirect?to=%2Fdata.bin")) | file \(dir)/out",
+            ])
             XCTAssertEqual(result.status, 3, result.stderr)
             XCTAssertFalse(FileManager.default.fileExists(atPath: dir + "/out"))
             XCTAssertLessThanOrEqual(try checkpointSource(dir + "/out.sluice").offset, UInt64(Self.body.count))
@@ -100,14 +108,18 @@ final class HostileServerCLITests: XCTestCase {
     // MARK: Item 17: server strings escaped
 
     func testEscapeSequencesFromTheServerNeverReachTheTerminal() throws {
-        try withFaultServer(body: Self.body, fault: {
-            $0.status = 404
-            $0.reasonPhrase = "Not Found\u{1b}]0;owned\u{07}\u{1b}[2J\r"
-        }) { server in
+        try withFaultServer(
+            body: Self.body,
+            fault: {
+                $0.status = 404
+                $0.reasonPhrase = "Not Found\u{1b}]0;owned\u{07}\u{1b}[2J\r"
+            }
+        ) { server in
             let result = try SluiceBinary.run(["--progress", "json", "fetch \(server.url()) | stdout"])
             XCTAssertEqual(result.status, 3, result.stderr)
-            XCTAssertFalse(result.stderr.unicodeScalars.contains { $0.value == 0x1b || $0.value == 0x07 || $0 == "\r" },
-                           result.stderr.debugDescription)
+            XCTAssertFalse(
+                result.stderr.unicodeScalars.contains { $0.value == 0x1b || $0.value == 0x07 || $0 == "\r" },
+                result.stderr.debugDescription)
             XCTAssertTrue(result.stderr.contains("Not Found\\x1B]0;owned"), result.stderr)
         }
     }
@@ -119,8 +131,10 @@ final class HostileServerCLITests: XCTestCase {
             let dir = try makeTemporaryDirectory(self)
             let url = "http://alice:pw-hunter2@127.0.0.1:\(server.port)/data.bin?X-Amz-Signature=sig-abcdef&token=tok-123456"
             let secrets = ["pw-hunter2", "sig-abcdef", "tok-123456"]
-            let run = try SluiceBinary.run(["--retries", "0", "--checkpoint-interval", "64KiB", "--progress", "json",
-                                            "fetch '\(url)' | file \(dir)/out"])
+            let run = try SluiceBinary.run([
+                "--retries", "0", "--checkpoint-interval", "64KiB", "--progress", "json",
+                "fetch '\(url)' | file \(dir)/out",
+            ])
             XCTAssertEqual(run.status, 3, run.stderr)
             XCTAssertTrue(run.stderr.contains("\"event\":\"start\""), run.stderr)
             XCTAssertTrue(run.stderr.contains("X-Amz-Signature=***"), run.stderr)
@@ -150,13 +164,17 @@ final class HostileServerCLITests: XCTestCase {
     func testARefreshedPresignedURLResumes() throws {
         try withFaultServer(body: Self.body, fault: { $0.dropAfterBodyBytes = 700_000 }) { server in
             let dir = try makeTemporaryDirectory(self)
-            let first = try SluiceBinary.run(["--retries", "0", "--checkpoint-interval", "64KiB",
-                                              "fetch '\(server.url("/data.bin?X-Amz-Signature=first&X-Amz-Expires=60"))' | file \(dir)/out"])
+            let first = try SluiceBinary.run([
+                "--retries", "0", "--checkpoint-interval", "64KiB",
+                "fetch '\(server.url("/data.bin?X-Amz-Signature=first&X-Amz-Expires=60"))' | file \(dir)/out",
+            ])
             XCTAssertEqual(first.status, 3, first.stderr)
             server.setFault(FaultServer.Fault())
             let sent = server.totalBodyBytesSent
-            let second = try SluiceBinary.run(["--checkpoint-interval", "64KiB",
-                                               "fetch '\(server.url("/data.bin?X-Amz-Signature=second&X-Amz-Expires=60"))' | file \(dir)/out"])
+            let second = try SluiceBinary.run([
+                "--checkpoint-interval", "64KiB",
+                "fetch '\(server.url("/data.bin?X-Amz-Signature=second&X-Amz-Expires=60"))' | file \(dir)/out",
+            ])
             XCTAssertEqual(second.status, 0, second.stderr)
             XCTAssertTrue(second.stderr.contains("resuming"), second.stderr)
             XCTAssertEqual(try [UInt8](Data(contentsOf: URL(fileURLWithPath: dir + "/out"))), Self.body)
@@ -175,17 +193,22 @@ final class HostileServerCLITests: XCTestCase {
             var environment = ProcessInfo.processInfo.environment
             environment["http_proxy"] = proxy.baseURL
             environment["HOME"] = home
-            let result = try SluiceBinary.run(["--netrc", "fetch http://sluice-proxied.invalid/data.bin | stdout"],
-                                              environment: environment)
+            let result = try SluiceBinary.run(
+                ["--netrc", "fetch http://sluice-proxied.invalid/data.bin | stdout"],
+                environment: environment)
             XCTAssertEqual(result.status, 0, result.stderr)
             XCTAssertEqual([UInt8](result.stdout), Self.body)
             XCTAssertEqual(proxy.requests.first?.path, "http://sluice-proxied.invalid/data.bin")
-            XCTAssertEqual(proxy.requests.first?.headers["authorization"],
-                           "Basic " + Data("bob:netrc-pass-77".utf8).base64EncodedString())
+            XCTAssertEqual(
+                proxy.requests.first?.headers["authorization"],
+                "Basic " + Data("bob:netrc-pass-77".utf8).base64EncodedString())
             XCTAssertFalse(result.stderr.contains("netrc-pass-77"))
 
-            let bypassed = try SluiceBinary.run(["--retries", "0", "--noproxy", "*",
-                                                 "fetch http://sluice-proxied.invalid/data.bin | stdout"], environment: environment)
+            let bypassed = try SluiceBinary.run(
+                [
+                    "--retries", "0", "--noproxy", "*",
+                    "fetch http://sluice-proxied.invalid/data.bin | stdout",
+                ], environment: environment)
             XCTAssertEqual(bypassed.status, 3, bypassed.stderr)
             XCTAssertEqual(proxy.requests.count, 1)
         }

@@ -18,7 +18,9 @@ final class InstallTests: XCTestCase {
         XCTAssertEqual(version.status, 0, version.output)
         XCTAssertTrue(version.output.hasPrefix("sluice "), version.output)
         let out = prefix + "/sample.tar"
-        let run = try shell("\(clean) '\(prefix)/bin/sluice' 'read \(repository)/Fixtures/sample.tar.gz | verify sha256:\(CLIFeatureTests.sampleDigest) | gunzip | file \(out)'", capture: true)
+        let run = try shell(
+            "\(clean) '\(prefix)/bin/sluice' 'read \(repository)/Fixtures/sample.tar.gz | verify sha256:\(CLIFeatureTests.sampleDigest) | gunzip | file \(out)'",
+            capture: true)
         XCTAssertEqual(run.status, 0, run.output)
         XCTAssertEqual(try sha256Hex(ofFile: out), "d67ef10ef04b74f449a9daf2f8bfd00fcfdc05ade70578390b31a004e153f2fe")
 

@@ -52,16 +52,18 @@ final class KillResumeTests: XCTestCase {
         XCTAssertEqual(mkfifo(gateDir + "/source-end", 0o600), 0)
         let holdAtTheEnd = ["SLUICE_TEST_GATE_SOURCE_END": gateDir + "/source-end"]
 
-        let seed = ProcessInfo.processInfo.environment["SLUICE_KILL_SEED"].flatMap { UInt64($0) }
+        let seed =
+            ProcessInfo.processInfo.environment["SLUICE_KILL_SEED"].flatMap { UInt64($0) }
             ?? UInt64.random(in: 0...UInt64.max)
         var random = SplitMix64(seed: seed)
         var tally = Tally()
         let started = Date()
         defer {
-            print("KillResumeTests[\(label)]: seed=\(seed) kills=\(tally.kills) reruns=\(tally.reruns) resumes=\(tally.resumes) "
-                  + "restarts=\(tally.restarts) killed-before-own-checkpoint=\(tally.killedBeforeAnyCheckpointOfItsRun) "
-                  + String(format: "time=%.1fs ", Date().timeIntervalSince(started))
-                  + "moments=[\(tally.moments.joined(separator: ", "))]")
+            print(
+                "KillResumeTests[\(label)]: seed=\(seed) kills=\(tally.kills) reruns=\(tally.reruns) resumes=\(tally.resumes) "
+                    + "restarts=\(tally.restarts) killed-before-own-checkpoint=\(tally.killedBeforeAnyCheckpointOfItsRun) "
+                    + String(format: "time=%.1fs ", Date().timeIntervalSince(started))
+                    + "moments=[\(tally.moments.joined(separator: ", "))]")
         }
 
         while tally.kills < wantedKills {
@@ -93,9 +95,13 @@ final class KillResumeTests: XCTestCase {
                 usleep(useconds_t(delay))
                 moment = "start+\(delay / 1000)ms"
             } else {
-                guard let event = run.waitForEvent("checkpoint", timeout: 120, where: {
-                    (($0["checkpoint_offset"] as? NSNumber)?.uint64Value ?? 0) >= target
-                }) else {
+                guard
+                    let event = run.waitForEvent(
+                        "checkpoint", timeout: 120,
+                        where: {
+                            (($0["checkpoint_offset"] as? NSNumber)?.uint64Value ?? 0) >= target
+                        })
+                else {
                     return fail(run, "run \(tally.kills + 1) ended before a checkpoint at or past source byte \(target)", tally)
                 }
                 checkpointSeen = (event["checkpoint_offset"] as? NSNumber)?.uint64Value
@@ -126,8 +132,9 @@ final class KillResumeTests: XCTestCase {
                 XCTAssertGreaterThanOrEqual(after.sourceOffset ?? 0, newest, "[\(label)] kill \(tally.kills): checkpoint went backwards")
                 XCTAssertEqual(after.mode & 0o777, 0o600, "[\(label)] checkpoint mode")
                 let partial = (try? fileSize(dir + "/out.sluice-part")) ?? 0
-                XCTAssertLessThanOrEqual(after.fileBytes ?? .max, partial,
-                                         "[\(label)] kill \(tally.kills): checkpoint records more than the partial file holds")
+                XCTAssertLessThanOrEqual(
+                    after.fileBytes ?? .max, partial,
+                    "[\(label)] kill \(tally.kills): checkpoint records more than the partial file holds")
             }
             moment += " → @\(((after?.sourceOffset ?? 0) >> 20))MiB"
             if let checkpointSeen { moment += " (saw \(checkpointSeen >> 20))" }
@@ -145,8 +152,9 @@ final class KillResumeTests: XCTestCase {
 
         XCTAssertEqual(tally.kills, wantedKills)
         XCTAssertEqual(tally.restarts, 0, "[\(label)] a rerun started over from zero")
-        XCTAssertEqual(tally.resumes, tally.reruns,
-                       "[\(label)] only \(tally.resumes) of \(tally.reruns) reruns resumed from a checkpoint")
+        XCTAssertEqual(
+            tally.resumes, tally.reruns,
+            "[\(label)] only \(tally.resumes) of \(tally.reruns) reruns resumed from a checkpoint")
     }
 
     /// Checks one run's events against the checkpoint it found, and counts it.
@@ -154,13 +162,15 @@ final class KillResumeTests: XCTestCase {
         let resumes = outcome.events(named: "resume")
         let restarts = outcome.events(named: "restart")
         tally.restarts += restarts.count
-        XCTAssertEqual(outcome.messages.filter { $0.hasPrefix("sluice: ") && !$0.contains("resuming") && !$0.contains("interrupted") }, [],
-                       "[\(label)] unexpected messages")
+        XCTAssertEqual(
+            outcome.messages.filter { $0.hasPrefix("sluice: ") && !$0.contains("resuming") && !$0.contains("interrupted") }, [],
+            "[\(label)] unexpected messages")
         if let offset {
             if let resume = resumes.first {
                 tally.resumes += 1
-                XCTAssertEqual((resume["source_offset"] as? NSNumber)?.uint64Value, offset,
-                               "[\(label)] resumed somewhere else than the stored checkpoint")
+                XCTAssertEqual(
+                    (resume["source_offset"] as? NSNumber)?.uint64Value, offset,
+                    "[\(label)] resumed somewhere else than the stored checkpoint")
             } else if outcome.lines.contains(where: { sluiceEvent($0)?["event"] as? String == "start" }) {
                 XCTFail("[\(label)] a checkpoint at \(offset) existed but the run did not resume: \(outcome.stderr.prefix(1000))")
             }
@@ -169,10 +179,19 @@ final class KillResumeTests: XCTestCase {
         }
     }
 
-    private func fail(_ run: SluiceChild, _ what: String, _ tally: Tally, _ outcome: SluiceOutcome? = nil,
-                      file: StaticString = #filePath, line: UInt = #line) {
-        let result = outcome ?? { run.send(SIGKILL); return run.waitForExit(timeout: 30) }()
-        XCTFail("\(what) after \(tally.kills) kills; \(result.lines.count) stderr lines (signalled \(result.signalled), timedOut \(result.timedOut)):\n\(result.lines.map { String($0.prefix(160)) }.joined(separator: "\n"))", file: file, line: line)
+    private func fail(
+        _ run: SluiceChild, _ what: String, _ tally: Tally, _ outcome: SluiceOutcome? = nil,
+        file: StaticString = #filePath, line: UInt = #line
+    ) {
+        let result =
+            outcome
+            ?? {
+                run.send(SIGKILL)
+                return run.waitForExit(timeout: 30)
+            }()
+        XCTFail(
+            "\(what) after \(tally.kills) kills; \(result.lines.count) stderr lines (signalled \(result.signalled), timedOut \(result.timedOut)):\n\(result.lines.map { String($0.prefix(160)) }.joined(separator: "\n"))",
+            file: file, line: line)
     }
 }
 

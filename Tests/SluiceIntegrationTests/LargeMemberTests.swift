@@ -18,7 +18,8 @@ final class LargeMemberTests: XCTestCase {
         XCTAssertEqual(try shell("\(make) | gzip -1 > '\(dir)/big.gz'").status, 0)
         for engine in InflateEngineKind.allCases {
             // stdout to /dev/null: the point is the decoder, not 4.5 GB of disk writes.
-            let run = try shell("'\(SluiceBinary.path)' -q --engine \(engine.rawValue) 'read \(dir)/big.gz | gunzip | verify sha256:\(digest) | stdout' > /dev/null")
+            let run = try shell(
+                "'\(SluiceBinary.path)' -q --engine \(engine.rawValue) 'read \(dir)/big.gz | gunzip | verify sha256:\(digest) | stdout' > /dev/null")
             XCTAssertEqual(run.status, 0, "\(engine): the > 4 GiB member did not decode to the expected digest")
         }
     }

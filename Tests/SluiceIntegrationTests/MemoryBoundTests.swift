@@ -16,26 +16,26 @@ final class MemoryBoundTests: XCTestCase {
     /// Reads stdin in up-to-1 MiB reads, hashing, and sleeps whenever it is ahead of the
     /// target rate (the sleep is the throttle); writes "BYTES SHA256HEX" to argv[2].
     static let reader = """
-    import hashlib, sys, time
-    rate = float(sys.argv[1])
-    digest = hashlib.sha256()
-    total = 0
-    buffer = bytearray(1 << 20)
-    view = memoryview(buffer)
-    source = sys.stdin.buffer.raw
-    start = time.monotonic()
-    while True:
-        n = source.readinto(view)
-        if not n:
-            break
-        digest.update(view[:n])
-        total += n
-        ahead = total / rate - (time.monotonic() - start)
-        if ahead > 0:
-            time.sleep(ahead)
-    with open(sys.argv[2], "w") as out:
-        out.write("%d %s\\n" % (total, digest.hexdigest()))
-    """
+        import hashlib, sys, time
+        rate = float(sys.argv[1])
+        digest = hashlib.sha256()
+        total = 0
+        buffer = bytearray(1 << 20)
+        view = memoryview(buffer)
+        source = sys.stdin.buffer.raw
+        start = time.monotonic()
+        while True:
+            n = source.readinto(view)
+            if not n:
+                break
+            digest.update(view[:n])
+            total += n
+            ahead = total / rate - (time.monotonic() - start)
+            if ahead > 0:
+                time.sleep(ahead)
+        with open(sys.argv[2], "w") as out:
+            out.write("%d %s\\n" % (total, digest.hexdigest()))
+        """
 
     func testOneGiBThroughASlowStdoutReaderStaysUnder64MiBRSS() throws {
         try requireSlowTests()
@@ -55,10 +55,10 @@ final class MemoryBoundTests: XCTestCase {
 
         let started = Date()
         let command = """
-        '\(gnuTime)' -f %M -o '\(dir)/rss.txt' '\(SluiceBinary.path)' --progress none --checkpoint '\(checkpoint)' \
-        '\(spec)' 2> '\(dir)/sluice.err' | '\(python)' '\(dir)/reader.py' \(Self.readerBytesPerSecond) '\(dir)/result.txt'
-        echo "${PIPESTATUS[0]} ${PIPESTATUS[1]}"
-        """
+            '\(gnuTime)' -f %M -o '\(dir)/rss.txt' '\(SluiceBinary.path)' --progress none --checkpoint '\(checkpoint)' \
+            '\(spec)' 2> '\(dir)/sluice.err' | '\(python)' '\(dir)/reader.py' \(Self.readerBytesPerSecond) '\(dir)/result.txt'
+            echo "${PIPESTATUS[0]} ${PIPESTATUS[1]}"
+            """
         let result = try shell(command, capture: true)
         let seconds = Date().timeIntervalSince(started)
         XCTAssertEqual(result.status, 0)

@@ -70,15 +70,17 @@ final class MultiConnectionTests: XCTestCase {
                 break
             }
             guard seen, outcome.status == SIGKILL else {
-                return XCTFail("run \(kill) was not killed after a checkpoint at \(target): status \(outcome.status),"
-                               + " \(outcome.lines.suffix(3))")
+                return XCTFail(
+                    "run \(kill) was not killed after a checkpoint at \(target): status \(outcome.status),"
+                        + " \(outcome.lines.suffix(3))")
             }
             let inspected = try SluiceBinary.run(["inspect", out + ".sluice", "--json"])
             let object = try? JSONSerialization.jsonObject(with: inspected.stdout) as? [String: Any]
             guard let offset = ((object?["source"] as? [String: Any])?["offset"] as? NSNumber)?.uint64Value else {
                 let files = (try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []
-                return XCTFail("kill \(kill) left no readable checkpoint: \(inspected.stderr); files \(files);"
-                               + " \(outcome.lines.filter { !$0.contains("\"progress\"") }.suffix(6))")
+                return XCTFail(
+                    "kill \(kill) left no readable checkpoint: \(inspected.stderr); files \(files);"
+                        + " \(outcome.lines.filter { !$0.contains("\"progress\"") }.suffix(6))")
             }
             XCTAssertGreaterThanOrEqual(offset, target)
             resumedFrom.append(offset)
@@ -91,7 +93,8 @@ final class MultiConnectionTests: XCTestCase {
         let needles = resumedFrom.map { "range=\"bytes=\($0)-\"" }
         let log = nginx.waitForLog(nginx.plainAccessLog, containing: needles)
         for needle in needles {
-            XCTAssertTrue(log.contains(needle), "nginx's log has no \(needle):\n\(log.split(separator: "\n").suffix(12).joined(separator: "\n"))\n\(last?.stderr ?? "")")
+            XCTAssertTrue(
+                log.contains(needle), "nginx's log has no \(needle):\n\(log.split(separator: "\n").suffix(12).joined(separator: "\n"))\n\(last?.stderr ?? "")")
         }
         print("MultiConnectionTests: kill -9 loop, 8 connections, resumed from \(resumedFrom)")
     }
@@ -106,8 +109,10 @@ final class MultiConnectionTests: XCTestCase {
         let digest = try sha256Hex(ofFile: nginx.root + "/slow/data.bin")
         let dir = try makeTemporaryDirectory(self)
         let out = dir + "/out"
-        let arguments = ["--progress", "json", "--checkpoint-interval", "1MiB",
-                         "fetch \(nginx.url("/slow/data.bin")) connections=8 | verify sha256:\(digest) | file \(out)"]
+        let arguments = [
+            "--progress", "json", "--checkpoint-interval", "1MiB",
+            "fetch \(nginx.url("/slow/data.bin")) connections=8 | verify sha256:\(digest) | file \(out)",
+        ]
         let run = try StreamingProcess(SluiceBinary.path, arguments)
         XCTAssertTrue(run.waitForLine(timeout: 60, where: isLaterCheckpoint))
         run.signal(SIGINT)
@@ -115,8 +120,9 @@ final class MultiConnectionTests: XCTestCase {
         XCTAssertEqual(outcome.status, 130, "\(outcome.lines.suffix(3))")
         let inspected = try SluiceBinary.run(["inspect", out + ".sluice", "--json"])
         let object = try? JSONSerialization.jsonObject(with: inspected.stdout) as? [String: Any]
-        let offset = try XCTUnwrap(((object?["source"] as? [String: Any])?["offset"] as? NSNumber)?.uint64Value,
-                                   inspected.stderr)
+        let offset = try XCTUnwrap(
+            ((object?["source"] as? [String: Any])?["offset"] as? NSNumber)?.uint64Value,
+            inspected.stderr)
         // The checkpoint covers bytes in order only: the partial file holds at least that many.
         let partial = try XCTUnwrap(FileManager.default.attributesOfItem(atPath: out + ".sluice-part")[.size] as? NSNumber)
         XCTAssertLessThanOrEqual(offset, partial.uint64Value)
@@ -157,9 +163,9 @@ final class MultiConnectionTests: XCTestCase {
         let digest = try sha256Hex(ofFile: path)
         let out = dir + "/out"
         let command = """
-        '\(gnuTime)' -f %M -o '\(dir)/rss.txt' '\(SluiceBinary.path)' --progress json --stall-timeout 3 \
-        'fetch \(server.url()) connections=16 | verify sha256:\(digest) | file \(out)' 2> '\(dir)/err'
-        """
+            '\(gnuTime)' -f %M -o '\(dir)/rss.txt' '\(SluiceBinary.path)' --progress json --stall-timeout 3 \
+            'fetch \(server.url()) connections=16 | verify sha256:\(digest) | file \(out)' 2> '\(dir)/err'
+            """
         let result = try shell(command)
         let stderr = (try? String(contentsOfFile: dir + "/err", encoding: .utf8)) ?? ""
         XCTAssertEqual(result.status, 0, stderr)

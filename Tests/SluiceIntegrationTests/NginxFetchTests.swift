@@ -76,8 +76,9 @@ final class NginxFetchTests: XCTestCase {
             let text = root + "/text.part"
             try Data(makeTestData(count: 8 * megabyte, seed: 99)).write(to: URL(fileURLWithPath: text))
             let plain = root + "/plain.bin"
-            let made = try shell("{ cat '\(text)'; head -c \(20 * megabyte) /dev/urandom; cat '\(text)'; } > '\(plain)'"
-                                 + " && gzip -6 -c '\(plain)' > '\(root)/slow/big.gz' && rm '\(text)'")
+            let made = try shell(
+                "{ cat '\(text)'; head -c \(20 * megabyte) /dev/urandom; cat '\(text)'; } > '\(plain)'"
+                    + " && gzip -6 -c '\(plain)' > '\(root)/slow/big.gz' && rm '\(text)'")
             XCTAssertEqual(made.status, 0)
             expected = try sha256Hex(ofFile: plain)
             gzDigest = try sha256Hex(ofFile: root + "/slow/big.gz")
@@ -86,8 +87,10 @@ final class NginxFetchTests: XCTestCase {
         XCTAssertGreaterThan(gzSize, 22 * megabyte)
         let dir = try makeTemporaryDirectory(self)
         let out = dir + "/big.out"
-        let args = ["--progress", "json", "--checkpoint-interval", "1MiB",
-                    "fetch \(nginx.url("/slow/big.gz")) | verify sha256:\(gzDigest) | gunzip | file \(out)"]
+        let args = [
+            "--progress", "json", "--checkpoint-interval", "1MiB",
+            "fetch \(nginx.url("/slow/big.gz")) | verify sha256:\(gzDigest) | gunzip | file \(out)",
+        ]
 
         // Kill points: each killed run is allowed 1 to 3 checkpoints past where it started (its
         // `resume` offset), then killed after a random delay of up to half a checkpoint
@@ -117,13 +120,16 @@ final class NginxFetchTests: XCTestCase {
             let delay = UInt32.random(in: 0...250_000, using: &generator)
             let target = base + steps * megabyte
             plan.append("\(base)+\(steps)MiB+\(delay / 1000)ms")
-            let reached = started && target <= gzSize - 4 * megabyte
+            let reached =
+                started && target <= gzSize - 4 * megabyte
                 && run.waitForLine(timeout: 30) { (event($0, "checkpoint")?["checkpoint_offset"] as? Int ?? -1) >= target }
-            if reached { usleep(delay) } // the fault injection: where between two checkpoints the kill lands
-            run.signal(SIGKILL)          // in every case: never leave it running
+            if reached { usleep(delay) }  // the fault injection: where between two checkpoints the kill lands
+            run.signal(SIGKILL)  // in every case: never leave it running
             let (status, lines) = run.wait()
-            XCTAssertTrue(reached, "run \(runs.count + 1) (plan \(plan)) never reported a checkpoint at \(target):\n"
-                          + lines.joined(separator: "\n"))
+            XCTAssertTrue(
+                reached,
+                "run \(runs.count + 1) (plan \(plan)) never reported a checkpoint at \(target):\n"
+                    + lines.joined(separator: "\n"))
             XCTAssertEqual(status, SIGKILL, "run \(runs.count + 1) should have died of SIGKILL:\n\(lines.joined(separator: "\n"))")
             runs.append((status, progressEvents(lines)))
             XCTAssertFalse(FileManager.default.fileExists(atPath: out), "the output must not exist before the run completes")
@@ -150,15 +156,17 @@ final class NginxFetchTests: XCTestCase {
         for index in 1..<runs.count {
             let names = runs[index].events.compactMap { $0["event"] as? String }
             let resume = runs[index].events.first { $0["event"] as? String == "resume" }?["source_offset"] as? Int
-            let lastCheckpoint = runs[index - 1].events.filter { $0["event"] as? String == "checkpoint" }
+            let lastCheckpoint =
+                runs[index - 1].events.filter { $0["event"] as? String == "checkpoint" }
                 .compactMap { $0["checkpoint_offset"] as? Int }.max() ?? 0
             XCTAssertFalse(names.contains("restart"), "run \(index + 1) restarted instead of resuming: \(names)")
             guard let resume else {
                 XCTFail("run \(index + 1) did not resume; events: \(names)")
                 continue
             }
-            XCTAssertGreaterThanOrEqual(resume, lastCheckpoint,
-                                        "run \(index + 1) resumed at \(resume), before the durable checkpoint at \(lastCheckpoint)")
+            XCTAssertGreaterThanOrEqual(
+                resume, lastCheckpoint,
+                "run \(index + 1) resumed at \(resume), before the durable checkpoint at \(lastCheckpoint)")
             XCTAssertGreaterThan(resume, 0)
             resumeOffsets.append(resume)
         }
@@ -201,28 +209,36 @@ final class NginxFetchTests: XCTestCase {
         XCTAssertTrue(untrusted.stderr.hasPrefix("sluice: "), untrusted.stderr)
         XCTAssertTrue(untrusted.stderr.contains("127.0.0.1"), "the message must name the host: \(untrusted.stderr)")
         let lowered = untrusted.stderr.lowercased()
-        XCTAssertTrue(lowered.contains("tls") || lowered.contains("certificate"),
-                      "the message must say it is a TLS/certificate problem: \(untrusted.stderr)")
+        XCTAssertTrue(
+            lowered.contains("tls") || lowered.contains("certificate"),
+            "the message must say it is a TLS/certificate problem: \(untrusted.stderr)")
         XCTAssertFalse(FileManager.default.fileExists(atPath: dir + "/untrusted"))
         let refusedLog = (try? String(contentsOfFile: nginx.tlsAccessLog, encoding: .utf8)) ?? ""
         XCTAssertFalse(refusedLog.contains("GET /data.bin"), "no request may be sent over an unverified connection:\n\(refusedLog)")
 
-        let trusted = try SluiceBinary.run(["-q", "--cacert", nginx.caCertificate,
-                                            "fetch \(url) | verify sha256:\(digest) | file \(dir)/trusted"])
+        let trusted = try SluiceBinary.run([
+            "-q", "--cacert", nginx.caCertificate,
+            "fetch \(url) | verify sha256:\(digest) | file \(dir)/trusted",
+        ])
         XCTAssertEqual(trusted.status, 0, trusted.stderr)
         XCTAssertEqual(try shell("cmp '\(nginx.root)/data.bin' '\(dir)/trusted'").status, 0)
 
-        let byName = try SluiceBinary.run(["-q", "--cacert", nginx.caCertificate,
-                                           "fetch \(nginx.httpsURL("/data.bin", host: "localhost")) | verify sha256:\(digest) | stdout"])
+        let byName = try SluiceBinary.run([
+            "-q", "--cacert", nginx.caCertificate,
+            "fetch \(nginx.httpsURL("/data.bin", host: "localhost")) | verify sha256:\(digest) | stdout",
+        ])
         XCTAssertEqual(byName.status, 0, byName.stderr)
         XCTAssertTrue(byName.stdout == data)
 
-        let insecure = try SluiceBinary.run(["--insecure", "--progress", "none",
-                                             "fetch \(url) | verify sha256:\(digest) | file \(dir)/insecure"])
+        let insecure = try SluiceBinary.run([
+            "--insecure", "--progress", "none",
+            "fetch \(url) | verify sha256:\(digest) | file \(dir)/insecure",
+        ])
         XCTAssertEqual(insecure.status, 0, insecure.stderr)
         XCTAssertTrue(insecure.stderr.lowercased().contains("warning"), "--insecure must warn: \(insecure.stderr.debugDescription)")
-        XCTAssertTrue(insecure.stderr.contains("--insecure") || insecure.stderr.lowercased().contains("not verified"),
-                      insecure.stderr)
+        XCTAssertTrue(
+            insecure.stderr.contains("--insecure") || insecure.stderr.lowercased().contains("not verified"),
+            insecure.stderr)
         XCTAssertEqual(try shell("cmp '\(nginx.root)/data.bin' '\(dir)/insecure'").status, 0)
     }
 
@@ -243,8 +259,10 @@ final class NginxFetchTests: XCTestCase {
         let spec = "fetch \(nginx.httpsURL("/data.bin")) | stdout"
         var base = ProcessInfo.processInfo.environment
         for name in ["CURL_CA_BUNDLE", "SSL_CERT_FILE", "SSL_CERT_DIR"] { base[name] = nil }
-        for (name, value) in [("CURL_CA_BUNDLE", nginx.caCertificate), ("SSL_CERT_FILE", nginx.caCertificate),
-                              ("SSL_CERT_DIR", hashed)] {
+        for (name, value) in [
+            ("CURL_CA_BUNDLE", nginx.caCertificate), ("SSL_CERT_FILE", nginx.caCertificate),
+            ("SSL_CERT_DIR", hashed),
+        ] {
             var environment = base
             environment[name] = value
             let result = try SluiceBinary.run(["-q", "--retries", "0", spec], environment: environment)
@@ -276,18 +294,23 @@ final class NginxFetchTests: XCTestCase {
         let dir = try makeTemporaryDirectory(self)
 
         // Control: https → https is followed.
-        let hop = try SluiceBinary.run(["-q", "--cacert", nginx.caCertificate,
-                                        "fetch \(nginx.httpsURL("/hop")) | verify sha256:\(digest) | file \(dir)/hop"])
+        let hop = try SluiceBinary.run([
+            "-q", "--cacert", nginx.caCertificate,
+            "fetch \(nginx.httpsURL("/hop")) | verify sha256:\(digest) | file \(dir)/hop",
+        ])
         XCTAssertEqual(hop.status, 0, hop.stderr)
         XCTAssertEqual(try shell("cmp '\(nginx.root)/data.bin' '\(dir)/hop'").status, 0)
 
-        let down = try SluiceBinary.run(["-q", "--cacert", nginx.caCertificate,
-                                         "fetch \(nginx.httpsURL("/down")) | verify sha256:\(digest) | file \(dir)/down"])
+        let down = try SluiceBinary.run([
+            "-q", "--cacert", nginx.caCertificate,
+            "fetch \(nginx.httpsURL("/down")) | verify sha256:\(digest) | file \(dir)/down",
+        ])
         XCTAssertEqual(down.status, 3, down.stderr)
         XCTAssertTrue(down.stderr.hasPrefix("sluice: "), down.stderr)
         XCTAssertTrue(down.stderr.contains("refusing the redirect"), "should say the redirect was refused: \(down.stderr)")
-        XCTAssertTrue(down.stderr.contains("insecure http://127.0.0.1:\(nginx.port)/data.bin"),
-                      "should name the insecure target: \(down.stderr)")
+        XCTAssertTrue(
+            down.stderr.contains("insecure http://127.0.0.1:\(nginx.port)/data.bin"),
+            "should name the insecure target: \(down.stderr)")
         XCTAssertTrue(down.stderr.contains(nginx.httpsURL("/down")), "should name where the redirect came from: \(down.stderr)")
         XCTAssertFalse(FileManager.default.fileExists(atPath: dir + "/down"))
 

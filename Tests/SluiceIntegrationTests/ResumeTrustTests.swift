@@ -112,8 +112,9 @@ final class ResumeTrustTests: XCTestCase {
         // cannot finish (and remove its checkpoint) before the kill lands.
         let gate = dir + "/source-end"
         XCTAssertEqual(mkfifo(gate, 0o600), 0)
-        let process = try StreamingProcess(SluiceBinary.path, args, stdout: FileHandle(fileDescriptor: fd, closeOnDealloc: true),
-                                           environment: ["SLUICE_TEST_GATE_SOURCE_END": gate])
+        let process = try StreamingProcess(
+            SluiceBinary.path, args, stdout: FileHandle(fileDescriptor: fd, closeOnDealloc: true),
+            environment: ["SLUICE_TEST_GATE_SOURCE_END": gate])
         XCTAssertTrue(process.waitForLine { $0.contains("\"event\":\"checkpoint\"") })
         process.signal(SIGKILL)
         _ = process.wait()

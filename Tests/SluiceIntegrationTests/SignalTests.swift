@@ -36,8 +36,9 @@ final class SignalTests: XCTestCase {
         XCTAssertEqual(write(writer, "hello", 5), 5)
         let run = try SluiceChild(["--progress", "json", "--checkpoint-interval", "1", "read in | file out"], in: dir)
         // The five bytes went through: the run is now waiting for more.
-        XCTAssertNotNil(run.waitForEvent("checkpoint", timeout: Self.hangGuard, where: { ($0["checkpoint_offset"] as? Int) == 5 }),
-                        "no checkpoint after the first bytes: \(run.stderrSoFar)")
+        XCTAssertNotNil(
+            run.waitForEvent("checkpoint", timeout: Self.hangGuard, where: { ($0["checkpoint_offset"] as? Int) == 5 }),
+            "no checkpoint after the first bytes: \(run.stderrSoFar)")
         run.send(SIGTERM)
         let outcome = run.waitForExit(timeout: Self.hangGuard)
         try expectInterrupted(outcome, checkpoint: dir + "/out.sluice")
@@ -50,17 +51,20 @@ final class SignalTests: XCTestCase {
         var input: [Int32] = [0, 0]
         XCTAssertEqual(pipe(&input), 0)
         defer { close(input[1]) }
-        let run = try StalledStdoutChild(["--progress", "json", "stdin | stdout"], stdout: Self.unreadPipe(self),
-                                         stdin: FileHandle(fileDescriptor: input[0], closeOnDealloc: true),
-                                         hangGuard: Self.hangGuard)
+        let run = try StalledStdoutChild(
+            ["--progress", "json", "stdin | stdout"], stdout: Self.unreadPipe(self),
+            stdin: FileHandle(fileDescriptor: input[0], closeOnDealloc: true),
+            hangGuard: Self.hangGuard)
         XCTAssertTrue(run.process.waitForLine(timeout: Self.hangGuard) { isEvent($0, "start") }, "the run never started")
         run.process.signal(SIGINT)
         let outcome = run.wait()
         XCTAssertFalse(outcome.timedOut, "the run did not stop: it stayed blocked in its read")
         XCTAssertEqual(outcome.status, 130)
-        XCTAssertEqual(outcome.lines.filter { !$0.hasPrefix("{") }, [
-            "sluice: interrupted; this pipeline writes no checkpoint (stdin source, stdout without --checkpoint, or --checkpoint-interval 0), so a rerun starts from zero",
-        ])
+        XCTAssertEqual(
+            outcome.lines.filter { !$0.hasPrefix("{") },
+            [
+                "sluice: interrupted; this pipeline writes no checkpoint (stdin source, stdout without --checkpoint, or --checkpoint-interval 0), so a rerun starts from zero"
+            ])
     }
 
     /// stdout is a pipe whose reader stopped reading (it is never read at all): the sink's
@@ -69,8 +73,9 @@ final class SignalTests: XCTestCase {
     func testSIGINTStopsAWriteToAStdoutNobodyReads() throws {
         let dir = try makeTemporaryDirectory(self)
         try Self.makeZerosGzip(dir + "/in.gz", count: 32 << 20)
-        let run = try StalledStdoutChild(["--progress", "json", "--checkpoint", dir + "/ck", "read \(dir)/in.gz | gunzip | stdout"],
-                                         stdout: Self.unreadPipe(self), hangGuard: Self.hangGuard)
+        let run = try StalledStdoutChild(
+            ["--progress", "json", "--checkpoint", dir + "/ck", "read \(dir)/in.gz | gunzip | stdout"],
+            stdout: Self.unreadPipe(self), hangGuard: Self.hangGuard)
         XCTAssertTrue(run.process.waitForLine(timeout: Self.hangGuard) { isEvent($0, "checkpoint") }, "no starting checkpoint")
         // 32 MiB is on its way, far more than the pipe and the relays' buffers hold.
         run.process.signal(SIGINT)
@@ -88,7 +93,8 @@ final class SignalTests: XCTestCase {
     func testAClosedStdoutPipeEndsQuietlyLikeSIGPIPE() throws {
         let dir = try makeTemporaryDirectory(self)
         try Self.makeZeros(dir + "/in", count: 32 << 20)
-        let command = "cd '\(dir)' && timeout -s KILL \(Int(Self.hangGuard)) '\(SluiceBinary.path)' --checkpoint ck "
+        let command =
+            "cd '\(dir)' && timeout -s KILL \(Int(Self.hangGuard)) '\(SluiceBinary.path)' --checkpoint ck "
             + "'read in | stdout' 2>err | head -c 100 | wc -c; echo \"status ${PIPESTATUS[0]}\""
         let result = try shell(command, capture: true)
         XCTAssertEqual(result.status, 0)
@@ -119,8 +125,9 @@ final class SignalTests: XCTestCase {
         let outcome = run.wait()
         XCTAssertFalse(outcome.timedOut)
         XCTAssertEqual(outcome.status, 130)
-        XCTAssertEqual(outcome.lines.filter { !$0.hasPrefix("{") },
-                       ["sluice: interrupted again: stopped at once; rerun the same command to resume from the last checkpoint saved"])
+        XCTAssertEqual(
+            outcome.lines.filter { !$0.hasPrefix("{") },
+            ["sluice: interrupted again: stopped at once; rerun the same command to resume from the last checkpoint saved"])
         // flock-based locks go with the process: the rerun is not refused as locked.
         let rerun = try runSluiceBounded(Array(arguments.dropFirst(2)), in: dir, timeout: Self.hangGuard)
         XCTAssertEqual(rerun.status, 0, "the rerun failed: \(rerun.stderr)")
@@ -136,7 +143,8 @@ final class SignalTests: XCTestCase {
         try Self.makeZeros(dir + "/in", count: 1 << 20)
         XCTAssertEqual(chmod(dir + "/in", 0o644), 0)
         let asUser = getuid() == 0 ? "setpriv --reuid=65534 --regid=65534 --clear-groups " : ""
-        let command = "cd '\(dir)' && timeout -s KILL \(Int(Self.hangGuard)) \(asUser)bash -c "
+        let command =
+            "cd '\(dir)' && timeout -s KILL \(Int(Self.hangGuard)) \(asUser)bash -c "
             + "'ulimit -u 1; exec \"$0\" \"read in | gunzip | file out\"' '\(SluiceBinary.path)' 2>&1; echo \"status $?\""
         let result = try shell(command, capture: true)
         let lines = result.output.split(separator: "\n").map(String.init)
@@ -147,13 +155,16 @@ final class SignalTests: XCTestCase {
 
     // MARK: helpers
 
-    private func expectInterrupted(_ outcome: SluiceOutcome, checkpoint: String,
-                                   file: StaticString = #filePath, line: UInt = #line) throws {
+    private func expectInterrupted(
+        _ outcome: SluiceOutcome, checkpoint: String,
+        file: StaticString = #filePath, line: UInt = #line
+    ) throws {
         XCTAssertFalse(outcome.timedOut, "the run did not stop: it stayed blocked", file: file, line: line)
         XCTAssertFalse(outcome.signalled, file: file, line: line)
         XCTAssertEqual(outcome.status, 130, outcome.stderr, file: file, line: line)
-        XCTAssertEqual(outcome.messages, ["sluice: interrupted; checkpoint saved, rerun the same command to resume"],
-                       file: file, line: line)
+        XCTAssertEqual(
+            outcome.messages, ["sluice: interrupted; checkpoint saved, rerun the same command to resume"],
+            file: file, line: line)
         XCTAssertNotNil(CheckpointFacts(path: checkpoint), "the checkpoint is kept", file: file, line: line)
     }
 
@@ -169,7 +180,10 @@ final class SignalTests: XCTestCase {
     private static func unreadPipe(_ test: XCTestCase) -> Int32 {
         var fds: [Int32] = [0, 0]
         guard pipe(&fds) == 0 else { return -1 }
-        test.addTeardownBlock { close(fds[0]); close(fds[1]) }
+        test.addTeardownBlock {
+            close(fds[0])
+            close(fds[1])
+        }
         return fds[1]
     }
 
@@ -187,8 +201,9 @@ private final class StalledStdoutChild {
     private let timedOut = LockedFlag()
 
     init(_ arguments: [String], stdout fd: Int32, stdin: FileHandle? = nil, hangGuard: TimeInterval) throws {
-        process = try StreamingProcess(SluiceBinary.path, arguments, stdin: stdin,
-                                       stdout: FileHandle(fileDescriptor: fd, closeOnDealloc: false))
+        process = try StreamingProcess(
+            SluiceBinary.path, arguments, stdin: stdin,
+            stdout: FileHandle(fileDescriptor: fd, closeOnDealloc: false))
         guardTimer = DispatchSource.makeTimerSource()
         guardTimer.schedule(deadline: .now() + hangGuard)
         guardTimer.setEventHandler { [process, timedOut] in

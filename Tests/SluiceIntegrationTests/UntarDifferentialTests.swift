@@ -6,8 +6,10 @@ import XCTest
 /// every format they write; GNU tar's extraction of each archive is the expected tree
 /// (names, types, contents, permission bits, mtimes, link targets, link counts).
 final class UntarDifferentialTests: XCTestCase {
-    private func compare(format: String, writer: String, longNames: Bool, files: Int = 400, strip: Int = 0,
-                         file: StaticString = #filePath, line: UInt = #line) throws {
+    private func compare(
+        format: String, writer: String, longNames: Bool, files: Int = 400, strip: Int = 0,
+        file: StaticString = #filePath, line: UInt = #line
+    ) throws {
         let dir = try makeTemporaryDirectory(self)
         try makeSourceTree(at: dir + "/src", files: files, seed: UInt64(format.utf8.count * 31 + writer.utf8.count), longNames: longNames)
         let create: String
@@ -54,7 +56,8 @@ final class UntarDifferentialTests: XCTestCase {
     /// symlink, directory over file), as GNU tar's extraction does.
     func testDuplicateNamesReplace() throws {
         let dir = try makeTemporaryDirectory(self)
-        try shell("""
+        try shell(
+            """
             set -e; cd \(dir); mkdir -p one two three
             echo old > one/name; ln -s elsewhere one/sym; echo file > one/becomes-dir
             echo new-and-longer > two/name; echo over-the-link > two/sym

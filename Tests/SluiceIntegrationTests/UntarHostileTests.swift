@@ -41,7 +41,10 @@ final class UntarHostileTests: XCTestCase {
         ("name longer than 4096 bytes", "reg('n/' * 2100 + 'f', pax=True)"),
         ("pax header over the limit", "reg('f', extra={'comment': 'x' * (2 << 20)})"),
         ("GNU sparse member", "sparse_gnu('holes')"),
-        ("pax sparse member", "reg('holes', extra={'GNU.sparse.major': '1', 'GNU.sparse.minor': '0', 'GNU.sparse.name': 'holes', 'GNU.sparse.realsize': '100'})"),
+        (
+            "pax sparse member",
+            "reg('holes', extra={'GNU.sparse.major': '1', 'GNU.sparse.minor': '0', 'GNU.sparse.name': 'holes', 'GNU.sparse.realsize': '100'})"
+        ),
         ("directory replaced by a file while not empty", "d('d'); reg('d/f'); reg('d')"),
     ]
 
@@ -50,10 +53,16 @@ final class UntarHostileTests: XCTestCase {
         ("header checksum failure", "reg('a', data=b'x' * 100); done(); b = bytearray(open(path,'rb').read()); b[0] ^= 1; open(path,'wb').write(b)"),
         ("truncated member", "reg('a', data=b'x' * 5000); done(); b = open(path,'rb').read()[:512 + 3000]; open(path,'wb').write(b)"),
         ("no end-of-archive marker", "reg('a', data=b'x' * 100); done(); b = open(path,'rb').read()[:1024]; open(path,'wb').write(b)"),
-        ("non-zero block where the second end block should be", "reg('a', data=b'x' * 100); done(); b = bytearray(open(path,'rb').read()); b[1024 + 512] = 7; open(path,'wb').write(b)"),
+        (
+            "non-zero block where the second end block should be",
+            "reg('a', data=b'x' * 100); done(); b = bytearray(open(path,'rb').read()); b[1024 + 512] = 7; open(path,'wb').write(b)"
+        ),
         ("garbage after the end", "reg('a', data=b'x' * 100); done(); b = bytearray(open(path,'rb').read()); b[-1] = 1; open(path,'wb').write(b)"),
         ("not a tar at all", "done(); open(path,'wb').write(b'hello world, this is not a tar archive' * 40)"),
-        ("bad octal in the size field", "reg('a', data=b'x' * 100); done(); b = bytearray(open(path,'rb').read()); b[124:136] = b'00000000z00\\x00'; s = sum(b[:148]) + 256 + sum(b[156:512]); b[148:156] = b'%06o\\x00 ' % s; open(path,'wb').write(b)"),
+        (
+            "bad octal in the size field",
+            "reg('a', data=b'x' * 100); done(); b = bytearray(open(path,'rb').read()); b[124:136] = b'00000000z00\\x00'; s = sum(b[:148]) + 256 + sum(b[156:512]); b[148:156] = b'%06o\\x00 ' % s; open(path,'wb').write(b)"
+        ),
     ]
 
     private static let prelude = """

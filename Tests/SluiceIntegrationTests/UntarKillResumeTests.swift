@@ -28,17 +28,23 @@ final class UntarKillResumeTests: XCTestCase {
         let gzSize = (try FileManager.default.attributesOfItem(atPath: dir + "/tree.tar.gz")[.size] as? NSNumber)?.uint64Value ?? 0
         let work = dir + "/work"
         try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
-        let arguments = ["--progress", "json", "--checkpoint-interval", "256KiB", "--engine", engine,
-                         "read \(dir)/tree.tar.gz | verify sha256:\(digest) | gunzip | untar out"]
+        let arguments = [
+            "--progress", "json", "--checkpoint-interval", "256KiB", "--engine", engine,
+            "read \(dir)/tree.tar.gz | verify sha256:\(digest) | gunzip | untar out",
+        ]
         var resumes = 0
         let hold = try holdAtSourceEnd(self)
         for kill in 0..<wanted {
             let resumeFrom = CheckpointFacts(path: work + "/out.sluice")?.sourceOffset ?? 0
             let target = max(resumeFrom + 1, gzSize * UInt64(kill + 1) / UInt64(wanted + 2))
             let run = try SluiceChild(arguments, in: work, environment: hold)
-            guard run.waitForEvent("checkpoint", timeout: 120, where: {
-                (($0["checkpoint_offset"] as? NSNumber)?.uint64Value ?? 0) >= target
-            }) != nil else {
+            guard
+                run.waitForEvent(
+                    "checkpoint", timeout: 120,
+                    where: {
+                        (($0["checkpoint_offset"] as? NSNumber)?.uint64Value ?? 0) >= target
+                    }) != nil
+            else {
                 run.send(SIGKILL)
                 let outcome = run.waitForExit(timeout: 30)
                 return XCTFail("[\(engine)] run \(kill + 1) reached no checkpoint at or past \(target): \(outcome.stderr.suffix(2000))")

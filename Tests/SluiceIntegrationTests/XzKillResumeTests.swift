@@ -36,9 +36,13 @@ final class XzKillResumeTests: XCTestCase {
             // Kill k lands after the first checkpoint in the k-th slice of the first 75% of the input.
             let slice = Double(size) * 0.75 / Double(wanted)
             let target = UInt64(slice * (Double(kill) + Double(random.next() % 1000) / 1000))
-            guard run.waitForEvent("checkpoint", timeout: 120, where: {
-                (($0["checkpoint_offset"] as? NSNumber)?.uint64Value ?? 0) >= max(target, (before ?? 0) + 1)
-            }) != nil else {
+            guard
+                run.waitForEvent(
+                    "checkpoint", timeout: 120,
+                    where: {
+                        (($0["checkpoint_offset"] as? NSNumber)?.uint64Value ?? 0) >= max(target, (before ?? 0) + 1)
+                    }) != nil
+            else {
                 run.send(SIGKILL)
                 return XCTFail("[\(label)] run \(kill + 1) ended before a checkpoint past \(target): \(run.waitForExit(timeout: 10).stderr)")
             }

@@ -21,10 +21,10 @@ final class ZstdKillResumeTests: XCTestCase {
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         let raw = dir + "/data", zst = raw + ".zst"
         let script = """
-        set -e -o pipefail
-        for i in $(seq 1 120); do head -c 600000 /dev/urandom; seq $((i * 1000000)) $((i * 1000000 + 250000)); done > '\(raw)'
-        zstd -q -3 --zstd=wlog=20 -T2 '\(raw)' -o '\(zst)'
-        """
+            set -e -o pipefail
+            for i in $(seq 1 120); do head -c 600000 /dev/urandom; seq $((i * 1000000)) $((i * 1000000 + 250000)); done > '\(raw)'
+            zstd -q -3 --zstd=wlog=20 -T2 '\(raw)' -o '\(zst)'
+            """
         XCTAssertEqual(try shell(script).status, 0)
         let made = (raw, zst, try sha256Hex(ofFile: zst))
         fixture = made
@@ -61,9 +61,13 @@ final class ZstdKillResumeTests: XCTestCase {
             // Kill k lands after the first checkpoint in the k-th of `wanted` slices of the first 60%.
             let target = max(UInt64(Double(size) * 0.6 * Double(kill + 1) / Double(wanted + 1)), (stored ?? 0) + 1)
             let run = try SluiceChild(arguments, in: dir, environment: hold)
-            guard run.waitForEvent("checkpoint", timeout: 120, where: {
-                (($0["checkpoint_offset"] as? NSNumber)?.uint64Value ?? 0) >= target
-            }) != nil else {
+            guard
+                run.waitForEvent(
+                    "checkpoint", timeout: 120,
+                    where: {
+                        (($0["checkpoint_offset"] as? NSNumber)?.uint64Value ?? 0) >= target
+                    }) != nil
+            else {
                 run.send(SIGKILL)
                 return XCTFail("run \(kill + 1) ended before a checkpoint at or past \(target): \(run.waitForExit(timeout: 30).stderr.suffix(2000))")
             }

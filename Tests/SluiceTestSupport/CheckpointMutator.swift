@@ -11,7 +11,8 @@ enum CheckpointMutator {
     @discardableResult
     static func mutate(_ checkpoint: inout Checkpoint, rng: inout SeededRandom) -> String {
         guard let index = checkpoint.stages.firstIndex(where: { $0.as(GzipState.self) != nil }),
-              var state = checkpoint.stages[index].as(GzipState.self) else { return "no gzip state" }
+            var state = checkpoint.stages[index].as(GzipState.self)
+        else { return "no gzip state" }
         let what = mutate(&state, rng: &rng)
         checkpoint.stages[index] = StageState(state)
         return what
@@ -22,12 +23,24 @@ enum CheckpointMutator {
             Bool.random(using: &rng) ? extremes.randomElement(using: &rng)! : rng.next() >> UInt64.random(in: 0...63, using: &rng)
         }
         switch Int.random(in: 0..<12, using: &rng) {
-        case 0: state.membersDone = [Int.max, Int.min, -1, 0, 1, Int(truncatingIfNeeded: number())].randomElement(using: &rng)!; return "membersDone"
-        case 1: state.compressedOffset = number(); return "compressedOffset"
-        case 2: state.outputOffset = number(); return "outputOffset"
-        case 3: state.memberLength = number(); return "memberLength"
-        case 4: state.memberCrc = UInt32(truncatingIfNeeded: number()); return "memberCrc"
-        case 5: state.phase = [.between, .header, .deflate, .trailer, .padding].randomElement(using: &rng)!; return "phase"
+        case 0:
+            state.membersDone = [Int.max, Int.min, -1, 0, 1, Int(truncatingIfNeeded: number())].randomElement(using: &rng)!
+            return "membersDone"
+        case 1:
+            state.compressedOffset = number()
+            return "compressedOffset"
+        case 2:
+            state.outputOffset = number()
+            return "outputOffset"
+        case 3:
+            state.memberLength = number()
+            return "memberLength"
+        case 4:
+            state.memberCrc = UInt32(truncatingIfNeeded: number())
+            return "memberCrc"
+        case 5:
+            state.phase = [.between, .header, .deflate, .trailer, .padding].randomElement(using: &rng)!
+            return "phase"
         case 6:
             state.trailer = (0..<Int.random(in: 0...12, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) }
             return "trailer"

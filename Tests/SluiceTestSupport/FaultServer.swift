@@ -85,8 +85,10 @@ final class FaultServer: Sendable {
         /// Throttle this connection to about this rate.
         var bytesPerSecond: Int? = nil
 
-        init(dropAfterBodyBytes: Int? = nil, stallAfterBodyBytes: Int? = nil, status: Int? = nil,
-             ignoreRange: Bool = false, etag: String? = nil, bytesPerSecond: Int? = nil) {
+        init(
+            dropAfterBodyBytes: Int? = nil, stallAfterBodyBytes: Int? = nil, status: Int? = nil,
+            ignoreRange: Bool = false, etag: String? = nil, bytesPerSecond: Int? = nil
+        ) {
             self.dropAfterBodyBytes = dropAfterBodyBytes
             self.stallAfterBodyBytes = stallAfterBodyBytes
             self.status = status
@@ -114,13 +116,16 @@ final class FaultServer: Sendable {
     private let core: Core
     let port: UInt16
 
-    init(body: [UInt8], etag: String = "\"v1\"",
-         lastModified: String = "Wed, 01 Jan 2025 00:00:00 GMT", fault: Fault = Fault()) throws {
+    init(
+        body: [UInt8], etag: String = "\"v1\"",
+        lastModified: String = "Wed, 01 Jan 2025 00:00:00 GMT", fault: Fault = Fault()
+    ) throws {
         let (fd, port) = try Self.openListener()
         self.port = port
-        self.core = Core(listenFD: fd, port: port,
-                         resource: Resource(body: body, etag: etag, lastModified: lastModified),
-                         fault: fault)
+        self.core = Core(
+            listenFD: fd, port: port,
+            resource: Resource(body: body, etag: etag, lastModified: lastModified),
+            fault: fault)
         core.start()
     }
 
@@ -433,8 +438,9 @@ extension FaultServer {
             let requestLine = lines[0].split(separator: " ", omittingEmptySubsequences: false)
             // Absolute-form targets (`GET http://host/path`) are what a client sends to a proxy.
             guard requestLine.count == 3, !requestLine[0].isEmpty,
-                  requestLine[1].hasPrefix("/") || requestLine[1].hasPrefix("http://"),
-                  requestLine[2].hasPrefix("HTTP/1.") else { return .malformed }
+                requestLine[1].hasPrefix("/") || requestLine[1].hasPrefix("http://"),
+                requestLine[2].hasPrefix("HTTP/1.")
+            else { return .malformed }
             var headers: [String: String] = [:]
             for line in lines.dropFirst() {
                 guard let colon = line.firstIndex(of: ":") else { return .malformed }
@@ -447,8 +453,10 @@ extension FaultServer {
                     headers[name] = value
                 }
             }
-            return .request(FaultServer.Request(method: String(requestLine[0]), path: String(requestLine[1]),
-                                                headers: headers, host: headers["host"]))
+            return .request(
+                FaultServer.Request(
+                    method: String(requestLine[0]), path: String(requestLine[1]),
+                    headers: headers, host: headers["host"]))
         }
 
         // MARK: Deciding the response
@@ -628,10 +636,13 @@ extension FaultServer {
 
         private static func shortResponse(_ status: Int, _ text: String, head: Bool = false) -> ResponsePlan {
             let body = Array((text + "\n").utf8)
-            return ResponsePlan(status: status,
-                                headers: [("Content-Type", "text/plain; charset=utf-8"),
-                                          ("Content-Length", String(body.count))],
-                                body: body[...], sendBody: !head)
+            return ResponsePlan(
+                status: status,
+                headers: [
+                    ("Content-Type", "text/plain; charset=utf-8"),
+                    ("Content-Length", String(body.count)),
+                ],
+                body: body[...], sendBody: !head)
         }
 
         private static func splitTarget(_ target: String) -> (String, String) {
@@ -775,9 +786,11 @@ extension FaultServer {
 ///         let result = try SluiceBinary.run(["fetch \(server.url()) | file \(dir)/out"])
 ///     }
 @discardableResult
-func withFaultServer<T>(body: [UInt8], etag: String = "\"v1\"", lastModified: String = "Wed, 01 Jan 2025 00:00:00 GMT",
-                        fault configure: (inout FaultServer.Fault) -> Void = { _ in },
-                        _ test: (FaultServer) throws -> T) throws -> T {
+func withFaultServer<T>(
+    body: [UInt8], etag: String = "\"v1\"", lastModified: String = "Wed, 01 Jan 2025 00:00:00 GMT",
+    fault configure: (inout FaultServer.Fault) -> Void = { _ in },
+    _ test: (FaultServer) throws -> T
+) throws -> T {
     var fault = FaultServer.Fault()
     configure(&fault)
     let server = try FaultServer(body: body, etag: etag, lastModified: lastModified, fault: fault)

@@ -21,8 +21,10 @@ struct FetchRun {
     }
 
     /// Runs a fresh source into a collector; `onWrite` sees the running total after each write.
-    static func run(_ url: String, options: HTTPOptions = FetchRun.options(), resumeFrom: SourceState? = nil,
-                    onWrite: ((Int) throws -> Void)? = nil) throws -> FetchRun {
+    static func run(
+        _ url: String, options: HTTPOptions = FetchRun.options(), resumeFrom: SourceState? = nil,
+        onWrite: ((Int) throws -> Void)? = nil
+    ) throws -> FetchRun {
         let log = FetchEventLog()
         let control = RunControl(progress: { log.append($0) })
         let source = try HTTPSource(url: url, options: options, resumeFrom: resumeFrom, control: control)

@@ -96,7 +96,9 @@ final class Nginx: @unchecked Sendable {
             child.standardError = handle
             try child.run()
             try? handle.close()
-            lock.lock(); process = child; lock.unlock()
+            lock.lock()
+            process = child
+            lock.unlock()
 
             let ports = configuration.tls ? [plain, secure] : [plain]
             // (isRunning again: a connect could reach whoever took the port while nginx dies.)
@@ -155,12 +157,17 @@ final class Nginx: @unchecked Sendable {
         let rateLimited = configuration.rateLimits.sorted { $0.key < $1.key }.map { prefix, rate in
             "location \(prefix) { limit_rate \(rate); }"
         }
-        var servers = [NginxConfigTemplate.Server(listen: "127.0.0.1:\(plainPort)", name: "plain",
-                                                  locations: rateLimited + configuration.plainLocations.map(substitute))]
+        var servers = [
+            NginxConfigTemplate.Server(
+                listen: "127.0.0.1:\(plainPort)", name: "plain",
+                locations: rateLimited + configuration.plainLocations.map(substitute))
+        ]
         if configuration.tls {
             let certificate = ["ssl_certificate \(directory)/tls/server.pem;", "ssl_certificate_key \(directory)/tls/server.key;"]
-            servers.append(NginxConfigTemplate.Server(listen: "127.0.0.1:\(tlsPort) ssl", name: "tls",
-                                                      locations: rateLimited + certificate + configuration.tlsLocations.map(substitute)))
+            servers.append(
+                NginxConfigTemplate.Server(
+                    listen: "127.0.0.1:\(tlsPort) ssl", name: "tls",
+                    locations: rateLimited + certificate + configuration.tlsLocations.map(substitute)))
         }
         let template = try NginxConfigTemplate(contentsOf: NginxConfigTemplate.sharedPath)
         let config = try template.render(user: getuid() == 0 ? "user root;" : "", directory: directory, root: root, servers: servers)
@@ -248,12 +255,15 @@ final class Nginx: @unchecked Sendable {
 
 /// Starts an nginx for `test` after `populate` has put the files to serve into its root.
 /// A missing nginx binary is a test failure (never a skip): the suite's setup installs it.
-func startNginx(_ test: XCTestCase, configuration: Nginx.Configuration = Nginx.Configuration(),
-                file: StaticString = #filePath, line: UInt = #line,
-                populate: (_ root: String) throws -> Void) throws -> Nginx {
+func startNginx(
+    _ test: XCTestCase, configuration: Nginx.Configuration = Nginx.Configuration(),
+    file: StaticString = #filePath, line: UInt = #line,
+    populate: (_ root: String) throws -> Void
+) throws -> Nginx {
     guard FileManager.default.isExecutableFile(atPath: Nginx.binary) else {
-        XCTFail("\(Nginx.binary) is missing: these tests need a real nginx (Debian package 'nginx'; Scripts/setup installs it)",
-                file: file, line: line)
+        XCTFail(
+            "\(Nginx.binary) is missing: these tests need a real nginx (Debian package 'nginx'; Scripts/setup installs it)",
+            file: file, line: line)
         throw Nginx.HarnessError(description: "\(Nginx.binary) is missing")
     }
     let nginx = try Nginx(test, configuration: configuration)

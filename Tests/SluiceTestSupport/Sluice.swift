@@ -20,8 +20,10 @@ enum SluiceBinary {
 
     /// Runs sluice with `arguments`, optional stdin data, in `directory`; waits for it.
     @discardableResult
-    static func run(_ arguments: [String], stdin: Data? = nil, in directory: String? = nil,
-                    environment: [String: String]? = nil) throws -> Result {
+    static func run(
+        _ arguments: [String], stdin: Data? = nil, in directory: String? = nil,
+        environment: [String: String]? = nil
+    ) throws -> Result {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: path)
         process.arguments = arguments
@@ -49,17 +51,26 @@ enum SluiceBinary {
         }
         process.waitUntilExit()
         group.wait()
-        return Result(status: process.terminationStatus, stdout: outData.get(),
-                      stderr: String(decoding: errData.get(), as: UTF8.self),
-                      signalled: process.terminationReason == .uncaughtSignal)
+        return Result(
+            status: process.terminationStatus, stdout: outData.get(),
+            stderr: String(decoding: errData.get(), as: UTF8.self),
+            signalled: process.terminationReason == .uncaughtSignal)
     }
 }
 
 final class DataBox: @unchecked Sendable {
     private let lock = NSLock()
     private var data = Data()
-    func set(_ d: Data) { lock.lock(); data = d; lock.unlock() }
-    func get() -> Data { lock.lock(); defer { lock.unlock() }; return data }
+    func set(_ d: Data) {
+        lock.lock()
+        data = d
+        lock.unlock()
+    }
+    func get() -> Data {
+        lock.lock()
+        defer { lock.unlock() }
+        return data
+    }
 }
 
 /// A fresh temporary directory, removed when the test ends.

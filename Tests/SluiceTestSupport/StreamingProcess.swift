@@ -10,8 +10,10 @@ final class StreamingProcess: @unchecked Sendable {
     private var closed = false
 
     /// `environment`: variables added to the test's own (e.g. a debug build's gates).
-    init(_ executable: String, _ arguments: [String], stdin: FileHandle? = nil, stdout: FileHandle? = nil,
-         environment: [String: String] = [:]) throws {
+    init(
+        _ executable: String, _ arguments: [String], stdin: FileHandle? = nil, stdout: FileHandle? = nil,
+        environment: [String: String] = [:]
+    ) throws {
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
         if !environment.isEmpty {

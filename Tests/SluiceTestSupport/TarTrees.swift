@@ -8,7 +8,7 @@ import Glibc
 /// One entry of an extracted tree, as the untar tests compare them with GNU tar's and
 /// bsdtar's extractions: type, permission bits, mtime, contents, link target, link count.
 struct TreeEntry: Equatable, CustomStringConvertible {
-    var type: Character      // f, d, l, or ? for anything else
+    var type: Character  // f, d, l, or ? for anything else
     var permissions: UInt32
     var mtime: Int64
     var mtimeNanoseconds: Int
@@ -39,10 +39,11 @@ func treeSnapshot(_ root: String, includeRoot: Bool = false, directoryMtimes: Bo
         var target: String?
         if type == "l" { target = try? FileManager.default.destinationOfSymbolicLink(atPath: path) }
         let keepTime = type != "d" || directoryMtimes
-        return TreeEntry(type: type, permissions: type == "l" ? 0 : UInt32(st.st_mode & 0o7777),
-                         mtime: keepTime ? Int64(st.st_mtim.tv_sec) : 0, mtimeNanoseconds: keepTime ? st.st_mtim.tv_nsec : 0,
-                         size: type == "f" ? Int64(st.st_size) : 0, crc: crcValue, linkTarget: target,
-                         linkCount: type == "f" ? UInt64(st.st_nlink) : 0)
+        return TreeEntry(
+            type: type, permissions: type == "l" ? 0 : UInt32(st.st_mode & 0o7777),
+            mtime: keepTime ? Int64(st.st_mtim.tv_sec) : 0, mtimeNanoseconds: keepTime ? st.st_mtim.tv_nsec : 0,
+            size: type == "f" ? Int64(st.st_size) : 0, crc: crcValue, linkTarget: target,
+            linkCount: type == "f" ? UInt64(st.st_nlink) : 0)
     }
     func walk(_ relative: String) {
         let full = relative.isEmpty ? root : root + "/" + relative
@@ -71,8 +72,10 @@ func treeDifferences(_ expected: [String: TreeEntry], _ actual: [String: TreeEnt
 
 /// A source-tree-like directory: nested directories, files of many sizes (some empty,
 /// some large), long and UTF-8 names, symlinks, hard links, odd modes, fractional mtimes.
-func makeSourceTree(at root: String, files: Int, seed: UInt64, largeFile: Int = 0, longNames: Bool = true,
-                    sizeDivisor: Int = 1) throws {
+func makeSourceTree(
+    at root: String, files: Int, seed: UInt64, largeFile: Int = 0, longNames: Bool = true,
+    sizeDivisor: Int = 1
+) throws {
     var random = SeededRandom(seed: seed)
     let fm = FileManager.default
     try fm.createDirectory(atPath: root, withIntermediateDirectories: true)
@@ -83,7 +86,7 @@ func makeSourceTree(at root: String, files: Int, seed: UInt64, largeFile: Int = 
             let parent = directories[Int(random.next() % UInt64(directories.count))]
             let depth = parent.split(separator: "/").count
             var name = words[Int(random.next() % UInt64(words.count))] + "\(i)"
-            if longNames && i % 97 == 5 { name += String(repeating: "x", count: 120) }   // > 100 bytes
+            if longNames && i % 97 == 5 { name += String(repeating: "x", count: 120) }  // > 100 bytes
             let path = depth > 14 ? "" + name : (parent.isEmpty ? name : parent + "/" + name)
             try fm.createDirectory(atPath: root + "/" + path, withIntermediateDirectories: true)
             directories.append(path)
@@ -99,8 +102,10 @@ func makeSourceTree(at root: String, files: Int, seed: UInt64, largeFile: Int = 
         }
         let modes: [mode_t] = [0o644, 0o644, 0o755, 0o600, 0o444, 0o640]
         chmod(root + "/" + name, modes[Int(random.next() % UInt64(modes.count))])
-        var times = [timespec(tv_sec: 1_600_000_000 + Int(random.next() % 100_000_000), tv_nsec: Int(random.next() % 1_000_000_000)),
-                     timespec(tv_sec: 1_600_000_000 + Int(random.next() % 100_000_000), tv_nsec: Int(random.next() % 1_000_000_000))]
+        var times = [
+            timespec(tv_sec: 1_600_000_000 + Int(random.next() % 100_000_000), tv_nsec: Int(random.next() % 1_000_000_000)),
+            timespec(tv_sec: 1_600_000_000 + Int(random.next() % 100_000_000), tv_nsec: Int(random.next() % 1_000_000_000)),
+        ]
         utimensat(AT_FDCWD, root + "/" + name, &times, 0)
         if i % 40 == 3 { symlink("file\(i)" + (i % 50 == 7 ? ".ünïcødé" : ".c"), root + "/" + prefix + "link\(i)") }
         if i % 55 == 4 { link(root + "/" + name, root + "/" + prefix + "hard\(i)") }

@@ -7,7 +7,8 @@ import XCTest
 func zstdCompress(_ plain: [UInt8], _ arguments: String, streamed: Bool = false, in dir: String) throws -> [UInt8] {
     let input = dir + "/zstd-in", output = dir + "/zstd-out.zst"
     try Data(plain).write(to: URL(fileURLWithPath: input))
-    let command = streamed
+    let command =
+        streamed
         ? "zstd -q -c \(arguments) < '\(input)' > '\(output)'"
         : "zstd -q -f \(arguments) '\(input)' -o '\(output)'"
     let status = try shell(command).status

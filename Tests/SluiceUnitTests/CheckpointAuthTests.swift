@@ -7,9 +7,10 @@ import XCTest
 /// the bytes already on disk against the checksum the checkpoint recorded.
 final class CheckpointAuthTests: XCTestCase {
     private func sample() -> Checkpoint {
-        Checkpoint(spec: "read x | file out", writtenAt: Date(timeIntervalSince1970: 0),
-                   source: SourceState(kind: "read", location: "x", offset: 3),
-                   stages: [StageState(FileSinkState(path: "out", bytesWritten: 3, crc64: 42))])
+        Checkpoint(
+            spec: "read x | file out", writtenAt: Date(timeIntervalSince1970: 0),
+            source: SourceState(kind: "read", location: "x", offset: 3),
+            stages: [StageState(FileSinkState(path: "out", bytesWritten: 3, crc64: 42))])
     }
 
     func testKeyIsMadeOnceWithPrivateModes() throws {
@@ -109,9 +110,11 @@ final class CheckpointAuthTests: XCTestCase {
         let dir = try makeTemporaryDirectory(self)
         let fd = open(dir + "/out", O_RDWR | O_CREAT, 0o600)
         defer { close(fd) }
-        for state in [StdoutSinkState(bytesWritten: 1 << 63, fileSize: 10),
-                      StdoutSinkState(bytesWritten: 1, fileSize: UInt64.max),
-                      StdoutSinkState(bytesWritten: 1, fileSize: 1, startFileSize: 1 << 63)] {
+        for state in [
+            StdoutSinkState(bytesWritten: 1 << 63, fileSize: 10),
+            StdoutSinkState(bytesWritten: 1, fileSize: UInt64.max),
+            StdoutSinkState(bytesWritten: 1, fileSize: 1, startFileSize: 1 << 63),
+        ] {
             XCTAssertThrowsError(try StdoutSink(fd: fd, restoring: state)) { error in
                 guard case SluiceError.checkpointRefused? = error as? SluiceError else { return XCTFail("\(error)") }
             }

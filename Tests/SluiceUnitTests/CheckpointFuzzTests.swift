@@ -15,8 +15,11 @@ final class CheckpointFuzzTests: XCTestCase {
         let text = makeTestData(count: 60_000, seed: 4)
         let corpus: [(String, [UInt8], [UInt8])] = [
             ("one member", GzipMember(data: text).encoded(), text),
-            ("members with header fields", GzipMember(data: Array(text.prefix(9_000)), name: "n", headerCRC: true).encoded()
-                + GzipMember(data: Array(text.suffix(20_000)), level: 1).encoded(), Array(text.prefix(9_000)) + Array(text.suffix(20_000))),
+            (
+                "members with header fields",
+                GzipMember(data: Array(text.prefix(9_000)), name: "n", headerCRC: true).encoded()
+                    + GzipMember(data: Array(text.suffix(20_000)), level: 1).encoded(), Array(text.prefix(9_000)) + Array(text.suffix(20_000))
+            ),
         ]
         var tried = 0, refused = 0, correct = 0
         for (name, gzip, plain) in corpus {
@@ -32,8 +35,9 @@ final class CheckpointFuzzTests: XCTestCase {
                         let what = CheckpointMutator.mutate(&checkpoint, rng: &rng)
                         tried += 1
                         do {
-                            let chain = try StageRestoreTests.Chain(sourceDigest: inDigest, outputDigest: outDigest, engine: engine,
-                                                                    checkpoint: checkpoint, previousOutput: first.sink.bytes)
+                            let chain = try StageRestoreTests.Chain(
+                                sourceDigest: inDigest, outputDigest: outDigest, engine: engine,
+                                checkpoint: checkpoint, previousOutput: first.sink.bytes)
                             try gzip[cutAt...].withUnsafeBytes { try chain.head.write($0) }
                             try chain.head.finish()
                             XCTAssertTrue(chain.sink.bytes == plain, "\(name), \(engine), \(what): wrong output without an error")
@@ -71,7 +75,11 @@ final class CheckpointFuzzTests: XCTestCase {
                 let type0 = MemoryLayout<inflate_state>.offset(of: \.hist_bits)! + 4
                 edits.append(("type0_block_len = -5", { Self.editISAL(&$0, offset: type0, Int32(-5)) }))
                 edits.append(("total_out off by one", { Self.editISAL(&$0, field: \.total_out, UInt32(1)) }))
-                edits.append(("long-code index past its table", { Self.editISAL(&$0, offset: MemoryLayout<inflate_state>.offset(of: \.lit_huff_code)!, UInt32(1 << 25 | 0xffff | 15 << 26)) }))
+                edits.append(
+                    (
+                        "long-code index past its table",
+                        { Self.editISAL(&$0, offset: MemoryLayout<inflate_state>.offset(of: \.lit_huff_code)!, UInt32(1 << 25 | 0xffff | 15 << 26)) }
+                    ))
             }
             for (label, edit) in edits {
                 var checkpoint = pristine
@@ -81,9 +89,12 @@ final class CheckpointFuzzTests: XCTestCase {
                         checkpoint.stages[i] = StageState(g)
                     }
                 }
-                XCTAssertThrowsError(try StageRestoreTests.Chain(sourceDigest: sha256(gzip), outputDigest: sha256(plain), engine: engine,
-                                                                 checkpoint: checkpoint, previousOutput: first.sink.bytes),
-                                     "\(engine): \(label)") { error in
+                XCTAssertThrowsError(
+                    try StageRestoreTests.Chain(
+                        sourceDigest: sha256(gzip), outputDigest: sha256(plain), engine: engine,
+                        checkpoint: checkpoint, previousOutput: first.sink.bytes),
+                    "\(engine): \(label)"
+                ) { error in
                     guard case SluiceError.checkpointRefused? = error as? SluiceError else { return XCTFail("\(label): \(error)") }
                 }
             }

@@ -14,8 +14,10 @@ final class DecompressorTests: XCTestCase {
         let zst = try zstdCompress(plain, "-7", in: dir)
         XCTAssertEqual(try shell("xz -6 -c '\(dir)/plain' > '\(dir)/plain.xz'").status, 0)
         let xz = try [UInt8](Data(contentsOf: URL(fileURLWithPath: dir + "/plain.xz")))
-        return [("gzip", gz, plain), ("xz", xz, plain), ("zstd", zst, plain),
-                ("zstd after a skippable frame", zstdSkippableFrame([9, 9]) + zst, plain)]
+        return [
+            ("gzip", gz, plain), ("xz", xz, plain), ("zstd", zst, plain),
+            ("zstd after a skippable frame", zstdSkippableFrame([9, 9]) + zst, plain),
+        ]
     }
 
     private func decode(_ bytes: [UInt8], chunk: Int) throws -> (Decompressor, [UInt8]) {

@@ -17,24 +17,33 @@ final class DeflateDifferentialTests: XCTestCase {
     }
 
     static let cases: [Case] = [
-        Case(name: "complete codes", literalLengths: [97: 1, 256: 1], distanceLengths: [0],
-             symbols: [(97, nil), (97, nil), (256, nil)], valid: true),
-        Case(name: "a single distance code of length 1 (zlib allows it)", literalLengths: [97: 1, 256: 2, 257: 2],
-             distanceLengths: [1], symbols: [(97, nil), (257, 0), (256, nil)], valid: true),
-        Case(name: "no distance codes at all", literalLengths: [97: 1, 256: 1], distanceLengths: [0],
-             symbols: [(97, nil), (256, nil)], valid: true),
-        Case(name: "incomplete literal/length code", literalLengths: [97: 2, 256: 2], distanceLengths: [0],
-             symbols: [(97, nil), (97, nil), (256, nil)], valid: false),
-        Case(name: "incomplete literal/length code with long codes", literalLengths: [97: 1, 98: 2, 256: 4, 99: 13],
-             distanceLengths: [0], symbols: [(97, nil), (98, nil), (256, nil)], valid: false),
-        Case(name: "incomplete distance code", literalLengths: [97: 1, 256: 2, 257: 2], distanceLengths: [2, 2],
-             symbols: [(97, nil), (257, 0), (256, nil)], valid: false),
-        Case(name: "over-subscribed literal/length code", literalLengths: [97: 1, 98: 1, 256: 1], distanceLengths: [0],
-             symbols: [(97, nil), (256, nil)], valid: false),
-        Case(name: "over-subscribed distance code", literalLengths: [97: 1, 256: 2, 257: 2], distanceLengths: [1, 1, 1],
-             symbols: [(97, nil), (257, 0), (256, nil)], valid: false),
-        Case(name: "no end-of-block code", literalLengths: [97: 1, 98: 1], distanceLengths: [0],
-             symbols: [(97, nil)], valid: false),
+        Case(
+            name: "complete codes", literalLengths: [97: 1, 256: 1], distanceLengths: [0],
+            symbols: [(97, nil), (97, nil), (256, nil)], valid: true),
+        Case(
+            name: "a single distance code of length 1 (zlib allows it)", literalLengths: [97: 1, 256: 2, 257: 2],
+            distanceLengths: [1], symbols: [(97, nil), (257, 0), (256, nil)], valid: true),
+        Case(
+            name: "no distance codes at all", literalLengths: [97: 1, 256: 1], distanceLengths: [0],
+            symbols: [(97, nil), (256, nil)], valid: true),
+        Case(
+            name: "incomplete literal/length code", literalLengths: [97: 2, 256: 2], distanceLengths: [0],
+            symbols: [(97, nil), (97, nil), (256, nil)], valid: false),
+        Case(
+            name: "incomplete literal/length code with long codes", literalLengths: [97: 1, 98: 2, 256: 4, 99: 13],
+            distanceLengths: [0], symbols: [(97, nil), (98, nil), (256, nil)], valid: false),
+        Case(
+            name: "incomplete distance code", literalLengths: [97: 1, 256: 2, 257: 2], distanceLengths: [2, 2],
+            symbols: [(97, nil), (257, 0), (256, nil)], valid: false),
+        Case(
+            name: "over-subscribed literal/length code", literalLengths: [97: 1, 98: 1, 256: 1], distanceLengths: [0],
+            symbols: [(97, nil), (256, nil)], valid: false),
+        Case(
+            name: "over-subscribed distance code", literalLengths: [97: 1, 256: 2, 257: 2], distanceLengths: [1, 1, 1],
+            symbols: [(97, nil), (257, 0), (256, nil)], valid: false),
+        Case(
+            name: "no end-of-block code", literalLengths: [97: 1, 98: 1], distanceLengths: [0],
+            symbols: [(97, nil)], valid: false),
     ]
 
     func testEnginesAndGzipAgreeOnCraftedHeaders() throws {

@@ -44,10 +44,13 @@ final class FaultServerSelfTests: XCTestCase {
     }
 
     func testValidatorsCanBeOmitted() throws {
-        try withFaultServer(body: Self.body, fault: {
-            $0.sendETag = false
-            $0.sendLastModified = false
-        }) { server in
+        try withFaultServer(
+            body: Self.body,
+            fault: {
+                $0.sendETag = false
+                $0.sendLastModified = false
+            }
+        ) { server in
             let response = try FaultServerProbe.request(port: server.port)
             XCTAssertEqual(response.status, 200)
             XCTAssertNil(response.headers["etag"])
@@ -78,8 +81,9 @@ final class FaultServerSelfTests: XCTestCase {
     func testIfRangeDecidesBetween206And200() throws {
         try withFaultServer(body: Self.body) { server in
 
-            let sameTag = try FaultServerProbe.request(port: server.port,
-                                                headers: ["Range": "bytes=500-", "If-Range": "\"v1\""])
+            let sameTag = try FaultServerProbe.request(
+                port: server.port,
+                headers: ["Range": "bytes=500-", "If-Range": "\"v1\""])
             XCTAssertEqual(sameTag.status, 206)
             XCTAssertEqual(sameTag.body, Array(Self.body[500...]))
 
@@ -88,8 +92,9 @@ final class FaultServerSelfTests: XCTestCase {
                 headers: ["Range": "bytes=500-", "If-Range": "Wed, 01 Jan 2025 00:00:00 GMT"])
             XCTAssertEqual(sameDate.status, 206)
 
-            let otherTag = try FaultServerProbe.request(port: server.port,
-                                                 headers: ["Range": "bytes=500-", "If-Range": "\"v0\""])
+            let otherTag = try FaultServerProbe.request(
+                port: server.port,
+                headers: ["Range": "bytes=500-", "If-Range": "\"v0\""])
             XCTAssertEqual(otherTag.status, 200)
             XCTAssertNil(otherTag.headers["content-range"])
             XCTAssertEqual(otherTag.body, Self.body)
@@ -101,8 +106,9 @@ final class FaultServerSelfTests: XCTestCase {
             let newBody = Array("changed content".utf8)
             server.replaceBody(newBody, etag: "\"v2\"", lastModified: "Thu, 02 Jan 2025 00:00:00 GMT")
 
-            let response = try FaultServerProbe.request(port: server.port,
-                                                 headers: ["Range": "bytes=500-", "If-Range": "\"v1\""])
+            let response = try FaultServerProbe.request(
+                port: server.port,
+                headers: ["Range": "bytes=500-", "If-Range": "\"v1\""])
             XCTAssertEqual(response.status, 200)
             XCTAssertEqual(response.body, newBody)
             XCTAssertEqual(response.headers["etag"], "\"v2\"")
@@ -128,10 +134,13 @@ final class FaultServerSelfTests: XCTestCase {
     }
 
     func testUnavailableCountThen200() throws {
-        try withFaultServer(body: Self.body, fault: {
-            $0.unavailableCount = 2
-            $0.retryAfterSeconds = 3
-        }) { server in
+        try withFaultServer(
+            body: Self.body,
+            fault: {
+                $0.unavailableCount = 2
+                $0.retryAfterSeconds = 3
+            }
+        ) { server in
 
             for _ in 0..<2 {
                 let response = try FaultServerProbe.request(port: server.port)
@@ -193,10 +202,13 @@ final class FaultServerSelfTests: XCTestCase {
     }
 
     func testChunkedBody() throws {
-        try withFaultServer(body: Self.body, fault: {
-            $0.chunked = true
-            $0.bytesPerSecond = 20_000   // several chunks
-        }) { server in
+        try withFaultServer(
+            body: Self.body,
+            fault: {
+                $0.chunked = true
+                $0.bytesPerSecond = 20_000  // several chunks
+            }
+        ) { server in
             let response = try FaultServerProbe.request(port: server.port)
             XCTAssertEqual(response.status, 200)
             XCTAssertEqual(response.headers["transfer-encoding"], "chunked")
@@ -315,9 +327,11 @@ final class FaultServerSelfTests: XCTestCase {
 
             let process = Process()
             process.executableURL = URL(fileURLWithPath: curl)
-            process.arguments = ["-sS", "-L", "--max-time", "10", "-o", "/dev/null", "-w", "%{http_code}",
-                                 "-H", "Authorization: Bearer secret",
-                                 server.url("/redirect?to=\(encoded)&code=302")]
+            process.arguments = [
+                "-sS", "-L", "--max-time", "10", "-o", "/dev/null", "-w", "%{http_code}",
+                "-H", "Authorization: Bearer secret",
+                server.url("/redirect?to=\(encoded)&code=302"),
+            ]
             let output = Pipe()
             process.standardOutput = output
             try process.run()
@@ -386,8 +400,10 @@ private enum FaultServerProbe {
         }
     }
 
-    static func sendRequest(_ fd: Int32, port: UInt16, method: String = "GET", path: String = "/data.bin",
-                            headers: [String: String] = [:]) throws {
+    static func sendRequest(
+        _ fd: Int32, port: UInt16, method: String = "GET", path: String = "/data.bin",
+        headers: [String: String] = [:]
+    ) throws {
         var text = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\n"
         for (name, value) in headers.sorted(by: { $0.key < $1.key }) { text += "\(name): \(value)\r\n" }
         text += "\r\n"
@@ -420,8 +436,10 @@ private enum FaultServerProbe {
         }
     }
 
-    static func request(port: UInt16, method: String = "GET", path: String = "/data.bin",
-                        headers: [String: String] = [:]) throws -> FaultServerProbeResponse {
+    static func request(
+        port: UInt16, method: String = "GET", path: String = "/data.bin",
+        headers: [String: String] = [:]
+    ) throws -> FaultServerProbeResponse {
         let fd = try connect(port: port)
         defer { close(fd) }
         try sendRequest(fd, port: port, method: method, path: path, headers: headers)
@@ -462,9 +480,11 @@ private enum FaultServerProbe {
         var body: [UInt8] = []
         var index = 0
         while true {
-            guard let lineEnd = (index..<max(index, bytes.count - 1)).first(where: {
-                bytes[$0] == 13 && bytes[$0 + 1] == 10
-            }) else { return (body, false) }
+            guard
+                let lineEnd = (index..<max(index, bytes.count - 1)).first(where: {
+                    bytes[$0] == 13 && bytes[$0 + 1] == 10
+                })
+            else { return (body, false) }
             let sizeText = String(decoding: bytes[index..<lineEnd], as: UTF8.self)
             guard let size = Int(sizeText, radix: 16) else {
                 throw FaultServerProbeError(description: "bad chunk size: \(sizeText)")

@@ -67,8 +67,9 @@ final class FetchDecisionTests: XCTestCase {
             guard case .failed(.malformed) = verdict else { return XCTFail("\(fields) → \(verdict)") }
         }
         // Chunked framing ignores Content-Length, but a repeated one is still refused.
-        XCTAssertEqual(judge(offset: 0, ["HTTP/1.1 200 OK", "Transfer-Encoding: chunked", "Content-Length: x"]),
-                       .deliver(skip: 0, seen: FetchValidators(), end: nil))
+        XCTAssertEqual(
+            judge(offset: 0, ["HTTP/1.1 200 OK", "Transfer-Encoding: chunked", "Content-Length: x"]),
+            .deliver(skip: 0, seen: FetchValidators(), end: nil))
     }
 
     func testBodyEndIsTheLengthAlreadyKnownWhenTheResponseHasNone() {
@@ -85,10 +86,12 @@ final class FetchDecisionTests: XCTestCase {
         XCTAssertNil(strong.contradiction(by: weak))
         XCTAssertNil(weak.contradiction(by: strong))
         XCTAssertTrue(weak.isConfirmed(by: strong), "same Last-Modified")
-        XCTAssertNotNil(weak.contradiction(by: FetchValidators(etag: "\"3a24\"", lastModified: "Tue")),
-                        "a weak match leaves Last-Modified to decide")
-        XCTAssertNil(strong.contradiction(by: FetchValidators(etag: "\"3a24\"", lastModified: "Tue")),
-                     "equal strong ETags decide alone")
+        XCTAssertNotNil(
+            weak.contradiction(by: FetchValidators(etag: "\"3a24\"", lastModified: "Tue")),
+            "a weak match leaves Last-Modified to decide")
+        XCTAssertNil(
+            strong.contradiction(by: FetchValidators(etag: "\"3a24\"", lastModified: "Tue")),
+            "equal strong ETags decide alone")
         XCTAssertNotNil(strong.contradiction(by: FetchValidators(etag: "W/\"3a25\"")))
         XCTAssertNil(weak.ifRange, "a weak ETag never goes into If-Range, nor a Last-Modified not shown strong")
     }
@@ -104,10 +107,16 @@ final class FetchDecisionTests: XCTestCase {
         for (seen, proven) in table { XCTAssertEqual(known.proves(seen), proven, "\(seen)") }
         XCTAssertTrue(FetchValidators(etag: "\"s\"").proves(FetchValidators(etag: "\"s\"")))
 
-        let judge = ResumeJudge(offset: 4, known: FetchValidators(etag: "W/\"a\"", totalLength: 10), server: "s",
-                                requireProof: true)
-        guard case .failed(.changed(let reason)) = judge.judge(head(["HTTP/1.1 206 Partial Content",
-                                                                     "Content-Range: bytes 4-9/10"])) else {
+        let judge = ResumeJudge(
+            offset: 4, known: FetchValidators(etag: "W/\"a\"", totalLength: 10), server: "s",
+            requireProof: true)
+        guard
+            case .failed(.changed(let reason)) = judge.judge(
+                head([
+                    "HTTP/1.1 206 Partial Content",
+                    "Content-Range: bytes 4-9/10",
+                ]))
+        else {
             return XCTFail("an unproven 206 is not spliced onto a refreshed URL's bytes")
         }
         XCTAssertTrue(reason.contains("query"), reason)
@@ -137,19 +146,31 @@ final class FetchDecisionTests: XCTestCase {
         let table: [(PerformFacts, AttemptNext)] = [
             (facts(deliver, requested: 0, offset: 100), .finished),
             (facts(deliver, requested: 0, offset: 60), .fail(.transient("example.org ended the response at byte 60 of 100"))),
-            (facts(.deliver(skip: 0, seen: FetchValidators(totalLength: 100), end: 50), requested: 20, offset: 50, known: 100),
-             .askForRest),
+            (
+                facts(.deliver(skip: 0, seen: FetchValidators(totalLength: 100), end: 50), requested: 20, offset: 50, known: 100),
+                .askForRest
+            ),
             (facts(.redirect("/x"), requested: 0, offset: 0), .follow("/x")),
             (facts(.complete, requested: 100, offset: 100), .finished),
             (facts(.failed(.permanent("404")), requested: 0, offset: 0), .fail(.permanent("404"))),
-            (facts(deliver, requested: 0, offset: 100, trip: .overran), .fail(.malformed(
-                "example.org sent more bytes than its response announced (it should have ended at source byte 100);"
-                + " the bytes past that end were not used"))),
-            (facts(deliver, requested: 0, offset: 7, trip: .deadline),
-             .fail(.outOfTime("the --max-time deadline passed at source byte 7"))),
+            (
+                facts(deliver, requested: 0, offset: 100, trip: .overran),
+                .fail(
+                    .malformed(
+                        "example.org sent more bytes than its response announced (it should have ended at source byte 100);"
+                            + " the bytes past that end were not used"))
+            ),
+            (
+                facts(deliver, requested: 0, offset: 7, trip: .deadline),
+                .fail(.outOfTime("the --max-time deadline passed at source byte 7"))
+            ),
             (facts(deliver, requested: 0, offset: 7, trip: .stalled), .fail(.transient("no data from example.org for 30 s"))),
-            (facts(deliver, requested: 0, offset: 7, trip: .tooSlow), .fail(.tooSlow(
-                "example.org sent less than 1000 bytes/s for 10 s (--speed-limit, --speed-time)"))),
+            (
+                facts(deliver, requested: 0, offset: 7, trip: .tooSlow),
+                .fail(
+                    .tooSlow(
+                        "example.org sent less than 1000 bytes/s for 10 s (--speed-limit, --speed-time)"))
+            ),
         ]
         for (facts, expected) in table {
             XCTAssertEqual(AttemptJudge.next(after: facts, url: Self.url, limits: Self.limits), expected, "\(facts)")
@@ -175,25 +196,33 @@ final class FetchDecisionTests: XCTestCase {
             var streakAfter: Int
         }
         let rows: [Row] = [
-            Row(failure: .transient("drop"), streak: 0, expected: .retry(attempt: 1, delay: 1, fromStart: false, reason: "drop"),
+            Row(
+                failure: .transient("drop"), streak: 0, expected: .retry(attempt: 1, delay: 1, fromStart: false, reason: "drop"),
                 streakAfter: 1),
-            Row(failure: .transient("drop"), streak: 1, expected: .retry(attempt: 2, delay: 2, fromStart: false, reason: "drop"),
+            Row(
+                failure: .transient("drop"), streak: 1, expected: .retry(attempt: 2, delay: 2, fromStart: false, reason: "drop"),
                 streakAfter: 2),
             Row(failure: .transient("drop"), streak: 2, expected: .giveUp("drop (gave up after 2 retries)"), streakAfter: 3),
-            Row(failure: .transient("drop"), streak: 2, progressed: true,
+            Row(
+                failure: .transient("drop"), streak: 2, progressed: true,
                 expected: .retry(attempt: 1, delay: 1, fromStart: false, reason: "drop"), streakAfter: 1),
-            Row(failure: .transient("503", retryAfter: 7), streak: 0,
+            Row(
+                failure: .transient("503", retryAfter: 7), streak: 0,
                 expected: .retry(attempt: 1, delay: 7, fromStart: false, reason: "503"), streakAfter: 1),
-            Row(failure: .transient("503", retryAfter: 7), streak: 0, secondsLeft: 5,
+            Row(
+                failure: .transient("503", retryAfter: 7), streak: 0, secondsLeft: 5,
                 expected: .giveUp("503 (the --max-time deadline comes before the next retry)"), streakAfter: 1),
             Row(failure: .permanent("410"), streak: 0, expected: .giveUp("410"), streakAfter: 0),
-            Row(failure: .permanent("410"), streak: 0, atTarget: true,
+            Row(
+                failure: .permanent("410"), streak: 0, atTarget: true,
                 expected: .retry(attempt: 1, delay: 1, fromStart: true, reason: "410"), streakAfter: 1),
             // Going back to the original URL never resets the streak, even after progress:
             // a target that delivers and then fails for good cannot loop.
-            Row(failure: .permanent("410"), streak: 2, progressed: true, atTarget: true,
+            Row(
+                failure: .permanent("410"), streak: 2, progressed: true, atTarget: true,
                 expected: .giveUp("410 (gave up after 2 retries)"), streakAfter: 3),
-            Row(failure: .tooSlow("slow"), streak: 1, progressed: true,
+            Row(
+                failure: .tooSlow("slow"), streak: 1, progressed: true,
                 expected: .retry(attempt: 2, delay: 2, fromStart: false, reason: "slow"), streakAfter: 2),
             Row(failure: .malformed("overrun"), streak: 0, atTarget: true, expected: .giveUp("overrun"), streakAfter: 0),
             Row(failure: .outOfTime("late"), streak: 0, expected: .giveUp("late"), streakAfter: 0),
@@ -201,8 +230,9 @@ final class FetchDecisionTests: XCTestCase {
         ]
         for row in rows {
             var streak = RetryPolicy.Streak(failuresInARow: row.streak)
-            let decision = policy.decide(row.failure, streak: &streak, progressed: row.progressed, atRedirectTarget: row.atTarget,
-                                         secondsLeft: row.secondsLeft, jitter: 1)
+            let decision = policy.decide(
+                row.failure, streak: &streak, progressed: row.progressed, atRedirectTarget: row.atTarget,
+                secondsLeft: row.secondsLeft, jitter: 1)
             XCTAssertEqual(decision, row.expected, "\(row.failure)")
             XCTAssertEqual(streak.failuresInARow, row.streakAfter, "\(row.failure)")
         }
@@ -216,8 +246,12 @@ final class FetchDecisionTests: XCTestCase {
         var attempts = 0
         while attempts < 1_000 {
             attempts += 1
-            if case .giveUp = policy.decide(.permanent("403"), streak: &streak, progressed: true, atRedirectTarget: true,
-                                            secondsLeft: nil, jitter: 1) { break }
+            if case .giveUp = policy.decide(
+                .permanent("403"), streak: &streak, progressed: true, atRedirectTarget: true,
+                secondsLeft: nil, jitter: 1)
+            {
+                break
+            }
         }
         XCTAssertEqual(attempts, 6)
     }
@@ -266,9 +300,12 @@ final class FetchDecisionTests: XCTestCase {
         ResumeJudge(offset: offset, known: nil, server: "s").judge(head(lines))
     }
 
-    private func facts(_ verdict: ResponseVerdict, requested: UInt64, offset: UInt64, known: UInt64? = nil,
-                       trip: TransferTrip? = nil) -> PerformFacts {
-        PerformFacts(code: CURLE_OK, message: "", verdict: verdict, trip: trip, requested: requested, offset: offset,
-                     knownTotal: known)
+    private func facts(
+        _ verdict: ResponseVerdict, requested: UInt64, offset: UInt64, known: UInt64? = nil,
+        trip: TransferTrip? = nil
+    ) -> PerformFacts {
+        PerformFacts(
+            code: CURLE_OK, message: "", verdict: verdict, trip: trip, requested: requested, offset: offset,
+            knownTotal: known)
     }
 }

@@ -47,8 +47,9 @@ final class FetchStageOptionsTests: XCTestCase {
         guard case .source(let make) = StageKind.fetch.factory else { return XCTFail("fetch is not a source") }
         let source = try make(spec.source, StageContext(options: options, control: control), nil)
         XCTAssertEqual((source as? HTTPSource)?.connections, 6)
-        let plain = try make(try PipelineSpec(parsing: "fetch http://127.0.0.1:9/x | stdout").source,
-                             StageContext(options: options, control: control), nil)
+        let plain = try make(
+            try PipelineSpec(parsing: "fetch http://127.0.0.1:9/x | stdout").source,
+            StageContext(options: options, control: control), nil)
         XCTAssertEqual((plain as? HTTPSource)?.connections, 2)
     }
 }

@@ -57,11 +57,16 @@ final class GzipDecoderTests: XCTestCase {
     func testCorruptStreamsAreRejected() throws {
         let plain = makeTestData(count: 200_000, seed: 5)
         let good = GzipMember(data: plain).encoded()
-        var badCRC = good; badCRC[badCRC.count - 8] ^= 0xff
-        var badSize = good; badSize[badSize.count - 1] ^= 0x01
-        var badMagic = good; badMagic[1] = 0x8c
-        var badMethod = good; badMethod[2] = 7
-        var flipped = good; flipped[good.count / 2] ^= 0x10
+        var badCRC = good
+        badCRC[badCRC.count - 8] ^= 0xff
+        var badSize = good
+        badSize[badSize.count - 1] ^= 0x01
+        var badMagic = good
+        badMagic[1] = 0x8c
+        var badMethod = good
+        badMethod[2] = 7
+        var flipped = good
+        flipped[good.count / 2] ^= 0x10
         let cases: [(String, [UInt8], String)] = [
             ("truncated member", Array(good.prefix(good.count - 100)), "end of data"),
             ("truncated trailer", Array(good.prefix(good.count - 3)), "trailer"),
@@ -102,7 +107,7 @@ final class MemberBoundaryTests: XCTestCase {
     func testTheByteAfterAMember() {
         let rows: [(byte: UInt8, membersDone: Int, expected: GzipDecoder.MemberBoundary, line: UInt)] = [
             (0x1f, 0, .member, #line),
-            (0x00, 0, .member, #line),   // the first member's header parser reports the bad magic
+            (0x00, 0, .member, #line),  // the first member's header parser reports the bad magic
             (0x42, 0, .member, #line),
             (0x1f, 1, .member, #line),
             (0x00, 1, .padding, #line),

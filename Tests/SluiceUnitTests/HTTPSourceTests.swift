@@ -18,9 +18,11 @@ final class HTTPSourceTests: XCTestCase {
             let run = try fetch(server.url())
             XCTAssertNil(run.error)
             XCTAssertEqual(run.sink.bytes, Self.body)
-            XCTAssertEqual(run.source.state(at: 42),
-                           SourceState(kind: "fetch", location: server.url(), offset: 42, etag: "\"v1\"",
-                                       lastModified: Self.lastModified, totalLength: UInt64(Self.size)))
+            XCTAssertEqual(
+                run.source.state(at: 42),
+                SourceState(
+                    kind: "fetch", location: server.url(), offset: 42, etag: "\"v1\"",
+                    lastModified: Self.lastModified, totalLength: UInt64(Self.size)))
             let requests = server.requests
             XCTAssertEqual(requests.count, 1)
             XCTAssertNil(requests.first?.headers["range"])
@@ -70,10 +72,13 @@ final class HTTPSourceTests: XCTestCase {
     }
 
     func testChunkedDropsAreResumed() throws {
-        try withFaultServer(body: Self.body, fault: {
-            $0.chunked = true
-            $0.dropAfterBodyBytes = 30_000
-        }) { server in
+        try withFaultServer(
+            body: Self.body,
+            fault: {
+                $0.chunked = true
+                $0.dropAfterBodyBytes = 30_000
+            }
+        ) { server in
             let run = try fetch(server.url())
             server.stop()
             XCTAssertNil(run.error)
@@ -96,10 +101,13 @@ final class HTTPSourceTests: XCTestCase {
     }
 
     func testServiceUnavailableHonoursRetryAfter() throws {
-        try withFaultServer(body: Self.body, fault: {
-            $0.unavailableCount = 1
-            $0.retryAfterSeconds = 1
-        }) { server in
+        try withFaultServer(
+            body: Self.body,
+            fault: {
+                $0.unavailableCount = 1
+                $0.retryAfterSeconds = 1
+            }
+        ) { server in
             let run = try fetch(server.url())
             XCTAssertNil(run.error)
             XCTAssertEqual(run.sink.bytes, Self.body)
@@ -107,16 +115,20 @@ final class HTTPSourceTests: XCTestCase {
             let retries = run.events.retries
             XCTAssertEqual(retries.count, 1)
             XCTAssertEqual(retries.first?.delay, 1.0, "Retry-After wins over the 0.01 s backoff")
-            XCTAssertTrue(retries.first?.reason.contains("HTTP 503 Service Unavailable from 127.0.0.1:\(server.port)") ?? false,
-                          retries.first?.reason ?? "")
+            XCTAssertTrue(
+                retries.first?.reason.contains("HTTP 503 Service Unavailable from 127.0.0.1:\(server.port)") ?? false,
+                retries.first?.reason ?? "")
         }
     }
 
     func testRetryAfterIsCappedAndServerErrorsExhaustRetries() throws {
-        try withFaultServer(body: Self.body, fault: {
-            $0.unavailableCount = 100
-            $0.retryAfterSeconds = 3_600
-        }) { server in
+        try withFaultServer(
+            body: Self.body,
+            fault: {
+                $0.unavailableCount = 100
+                $0.retryAfterSeconds = 3_600
+            }
+        ) { server in
             var options = Self.options()
             options.retries = 2
             options.maxRetryAfter = 0.02
@@ -224,11 +236,14 @@ final class HTTPSourceTests: XCTestCase {
     }
 
     func testIgnoredRangeWithoutValidatorsIsSourceChanged() throws {
-        try withFaultServer(body: Self.body, fault: {
-            $0.ignoreRange = true
-            $0.sendETag = false
-            $0.sendLastModified = false
-        }) { server in
+        try withFaultServer(
+            body: Self.body,
+            fault: {
+                $0.ignoreRange = true
+                $0.sendETag = false
+                $0.sendLastModified = false
+            }
+        ) { server in
             let saved = SourceState(kind: "fetch", location: server.url(), offset: 30_000, totalLength: UInt64(Self.size))
             let run = try fetch(server.url(), resumeFrom: saved)
             assertChanged(run.error, url: server.url(), mentions: "ignored the range")
@@ -237,10 +252,13 @@ final class HTTPSourceTests: XCTestCase {
     }
 
     func testWrongContentRangeIsNeverSpliced() throws {
-        try withFaultServer(body: Self.body, fault: {
-            $0.dropAfterBodyBytes = 30_000
-            $0.wrongContentRangeShift = 10
-        }) { server in
+        try withFaultServer(
+            body: Self.body,
+            fault: {
+                $0.dropAfterBodyBytes = 30_000
+                $0.wrongContentRangeShift = 10
+            }
+        ) { server in
             let run = try fetch(server.url())
             assertTransfer(run.error, url: server.url(), mentions: ["Content-Range 'bytes 30010-99999/100000'", "30000"])
             XCTAssertEqual(run.sink.bytes, Array(Self.body[..<30_000]))
@@ -307,8 +325,9 @@ final class HTTPSourceTests: XCTestCase {
             XCTAssertNil(requests[1].headers["authorization"])
             XCTAssertNil(requests[1].headers["cookie"])
             XCTAssertEqual(requests[1].headers["x-trace"], "abc")
-            XCTAssertEqual(run.source.state(at: 0).location, DisplayText.redactedURL(url),
-                           "the checkpoint keeps the original URL, without its query values")
+            XCTAssertEqual(
+                run.source.state(at: 0).location, DisplayText.redactedURL(url),
+                "the checkpoint keeps the original URL, without its query values")
         }
     }
 
@@ -377,11 +396,13 @@ final class HTTPSourceTests: XCTestCase {
         XCTAssertEqual(next.text, "https://example.org/mirror/data.bin?x=1")
         XCTAssertEqual(policy.headers(["Authorization: a", "X-A: b"], for: next), ["Authorization: a", "X-A: b"])
         let elsewhere = try XCTUnwrap(FetchURL("https://example.org:8443/"))
-        XCTAssertEqual(policy.headers(["Authorization: a", "PROXY-Authorization: c", "X-A: b"], for: elsewhere),
-                       ["X-A: b"])
+        XCTAssertEqual(
+            policy.headers(["Authorization: a", "PROXY-Authorization: c", "X-A: b"], for: elsewhere),
+            ["X-A: b"])
         // The default port is the same origin.
-        XCTAssertEqual(policy.headers(["Cookie: a"], for: try XCTUnwrap(FetchURL("https://EXAMPLE.org:443/y"))),
-                       ["Cookie: a"])
+        XCTAssertEqual(
+            policy.headers(["Cookie: a"], for: try XCTUnwrap(FetchURL("https://EXAMPLE.org:443/y"))),
+            ["Cookie: a"])
     }
 
     // MARK: file://
@@ -446,10 +467,13 @@ final class HTTPSourceTests: XCTestCase {
     }
 
     func testStopDuringBackoffEndsTheWaitPromptly() throws {
-        try withFaultServer(body: Self.body, fault: {
-            $0.unavailableCount = 1
-            $0.retryAfterSeconds = 120
-        }) { server in
+        try withFaultServer(
+            body: Self.body,
+            fault: {
+                $0.unavailableCount = 1
+                $0.retryAfterSeconds = 120
+            }
+        ) { server in
             let log = EventLog()
             let control = RunControl(progress: ProgressReporter(handler: { log.append($0) }))
             log.onRetry = { control.cancel() }
@@ -494,8 +518,11 @@ final class HTTPSourceTests: XCTestCase {
 
     func testNotAURLIsAUsageError() {
         let control = RunControl(progress: ProgressReporter(handler: nil))
-        XCTAssertThrowsError(try HTTPSource(url: "ftp://example.org/x", options: HTTPOptions(), resumeFrom: nil,
-                                            control: control)) { error in
+        XCTAssertThrowsError(
+            try HTTPSource(
+                url: "ftp://example.org/x", options: HTTPOptions(), resumeFrom: nil,
+                control: control)
+        ) { error in
             guard case .usage? = error as? SluiceError else { return XCTFail("\(error)") }
         }
     }
@@ -515,8 +542,10 @@ final class HTTPSourceTests: XCTestCase {
 
     func testResponseHeadSkipsInterimResponses() {
         var head = HTTPResponseHead()
-        for line in ["HTTP/1.1 100 Continue\r\n", "\r\n", "HTTP/1.1 206 Partial Content\r\n",
-                     "ETag: \"a\"\r\n", "Content-Range: bytes 5-9/10\r\n"] {
+        for line in [
+            "HTTP/1.1 100 Continue\r\n", "\r\n", "HTTP/1.1 206 Partial Content\r\n",
+            "ETag: \"a\"\r\n", "Content-Range: bytes 5-9/10\r\n",
+        ] {
             XCTAssertEqual(head.consume(line), .needMore)
         }
         XCTAssertEqual(head.consume("\r\n"), .complete)
@@ -561,14 +590,17 @@ final class HTTPSourceTests: XCTestCase {
 
     private static func options() -> HTTPOptions { FetchRun.options() }
 
-    private func fetch(_ url: String, options: HTTPOptions = FetchRun.options(), resumeFrom: SourceState? = nil,
-                       onWrite: ((Int) throws -> Void)? = nil) throws -> Run {
+    private func fetch(
+        _ url: String, options: HTTPOptions = FetchRun.options(), resumeFrom: SourceState? = nil,
+        onWrite: ((Int) throws -> Void)? = nil
+    ) throws -> Run {
         try FetchRun.run(url, options: options, resumeFrom: resumeFrom, onWrite: onWrite)
     }
 
     private static func checkpoint(_ url: String, offset: UInt64) -> SourceState {
-        SourceState(kind: "fetch", location: url, offset: offset, etag: "\"v1\"", lastModified: lastModified,
-                    totalLength: UInt64(size))
+        SourceState(
+            kind: "fetch", location: url, offset: offset, etag: "\"v1\"", lastModified: lastModified,
+            totalLength: UInt64(size))
     }
 
     private static func encode(_ text: String) -> String {
@@ -581,8 +613,10 @@ final class HTTPSourceTests: XCTestCase {
         return path
     }
 
-    private func assertTransfer(_ error: Error?, url: String, mentions words: [String],
-                                file: StaticString = #filePath, line: UInt = #line) {
+    private func assertTransfer(
+        _ error: Error?, url: String, mentions words: [String],
+        file: StaticString = #filePath, line: UInt = #line
+    ) {
         guard case .transfer(let failedURL, let reason)? = error as? SluiceError else {
             return XCTFail("expected .transfer, got \(String(describing: error))", file: file, line: line)
         }
@@ -592,13 +626,16 @@ final class HTTPSourceTests: XCTestCase {
         }
     }
 
-    private func assertChanged(_ error: Error?, url: String, mentions word: String,
-                               file: StaticString = #filePath, line: UInt = #line) {
+    private func assertChanged(
+        _ error: Error?, url: String, mentions word: String,
+        file: StaticString = #filePath, line: UInt = #line
+    ) {
         guard let changed = error as? SourceChanged else {
             return XCTFail("expected SourceChanged, got \(String(describing: error))", file: file, line: line)
         }
         XCTAssertEqual(changed.location, DisplayText.redactedURL(url), file: file, line: line)
-        XCTAssertTrue(changed.reason.contains(word), "'\(changed.reason)' does not mention '\(word)'",
-                      file: file, line: line)
+        XCTAssertTrue(
+            changed.reason.contains(word), "'\(changed.reason)' does not mention '\(word)'",
+            file: file, line: line)
     }
 }

@@ -14,10 +14,13 @@ final class HostileServerTests: XCTestCase {
     // MARK: Numbers (item 1)
 
     func testContentRangePastTwoToTheSixtyFourIsAFailureNotATrap() throws {
-        try withFaultServer(body: Self.body, fault: {
-            $0.contentRange = "bytes 0-18446744073709551615/*"
-            $0.omitContentLength = true
-        }) { server in
+        try withFaultServer(
+            body: Self.body,
+            fault: {
+                $0.contentRange = "bytes 0-18446744073709551615/*"
+                $0.omitContentLength = true
+            }
+        ) { server in
             let run = try fetch(server.url())
             let reason = try transferReason(run.error)
             XCTAssertTrue(reason.contains("Content-Range 'bytes 0-18446744073709551615/*'"), reason)
@@ -35,10 +38,13 @@ final class HostileServerTests: XCTestCase {
     }
 
     func testHugeRetryAfterIsCapped() throws {
-        try withFaultServer(body: Self.body, fault: {
-            $0.status = 503
-            $0.extraHeaders = ["Retry-After: 184467440737095516150"]
-        }) { server in
+        try withFaultServer(
+            body: Self.body,
+            fault: {
+                $0.status = 503
+                $0.extraHeaders = ["Retry-After: 184467440737095516150"]
+            }
+        ) { server in
             var options = Self.options()
             options.retries = 1
             options.maxRetryAfter = 0.05
@@ -52,8 +58,11 @@ final class HostileServerTests: XCTestCase {
         var saved = Self.checkpoint("file:///dev/null", offset: 0)
         saved.offset = UInt64.max
         let control = RunControl(progress: ProgressReporter(handler: nil))
-        XCTAssertThrowsError(try HTTPSource(url: "file:///dev/null", options: FetchRun.options(), resumeFrom: saved,
-                                            control: control)) { error in
+        XCTAssertThrowsError(
+            try HTTPSource(
+                url: "file:///dev/null", options: FetchRun.options(), resumeFrom: saved,
+                control: control)
+        ) { error in
             guard case .checkpointRefused? = error as? SluiceError else { return XCTFail("\(error)") }
         }
     }
@@ -71,10 +80,13 @@ final class HostileServerTests: XCTestCase {
 
     func testOverrunBehindARedirectIsCutAndEndsTheRun() throws {
         let url = { (server: FaultServer) in server.url("/redirect?to=%2Fdata.bin") }
-        try withFaultServer(body: Self.body, fault: {
-            $0.dropAfterBodyBytes = 40_000
-            $0.overrunBytes = 1_000
-        }) { server in
+        try withFaultServer(
+            body: Self.body,
+            fault: {
+                $0.dropAfterBodyBytes = 40_000
+                $0.overrunBytes = 1_000
+            }
+        ) { server in
             let run = try fetch(url(server))
             XCTAssertTrue(try transferReason(run.error).contains("more bytes than its response announced"))
             XCTAssertEqual(run.bytes, Self.body, "every byte delivered is the resource's; the overrun is not")
@@ -134,11 +146,14 @@ final class HostileServerTests: XCTestCase {
     /// Today's code delivered the piece, failed for good at the target, went back to the
     /// original URL without counting or waiting, and repeated — tens of thousands of requests.
     func testAnOverrunningTargetBehindARedirectDoesNotLoop() throws {
-        try withFaultServer(body: Self.body, fault: {
-            $0.rangeLength = 10
-            $0.overrunBytes = 1
-            $0.rangeTotalUnknown = true
-        }) { server in
+        try withFaultServer(
+            body: Self.body,
+            fault: {
+                $0.rangeLength = 10
+                $0.overrunBytes = 1
+                $0.rangeTotalUnknown = true
+            }
+        ) { server in
             let run = try fetch(server.url("/redirect?to=%2Fdata.bin"))
             XCTAssertTrue(try transferReason(run.error).contains("more bytes than its response announced"))
             XCTAssertEqual(run.bytes, Array(Self.body[..<10]))
@@ -187,10 +202,13 @@ final class HostileServerTests: XCTestCase {
     // MARK: Server strings escaped (item 17)
 
     func testReasonPhraseIsEscaped() throws {
-        try withFaultServer(body: Self.body, fault: {
-            $0.status = 404
-            $0.reasonPhrase = "Not Found\u{1b}]0;pwned\u{07}\u{1b}[2J"
-        }) { server in
+        try withFaultServer(
+            body: Self.body,
+            fault: {
+                $0.status = 404
+                $0.reasonPhrase = "Not Found\u{1b}]0;pwned\u{07}\u{1b}[2J"
+            }
+        ) { server in
             let reason = try transferReason(try fetch(server.url()).error)
             XCTAssertFalse(reason.unicodeScalars.contains { $0.value < 0x20 }, reason)
             XCTAssertTrue(reason.contains("Not Found\\x1B]0;pwned\\x07\\x1B[2J"), reason)
@@ -198,10 +216,13 @@ final class HostileServerTests: XCTestCase {
     }
 
     func testLocationAndETagAreEscaped() throws {
-        try withFaultServer(body: Self.body, fault: {
-            $0.status = 302
-            $0.extraHeaders = ["Location: gopher://x/\u{1b}[31mred"]
-        }) { server in
+        try withFaultServer(
+            body: Self.body,
+            fault: {
+                $0.status = 302
+                $0.extraHeaders = ["Location: gopher://x/\u{1b}[31mred"]
+            }
+        ) { server in
             let reason = try transferReason(try fetch(server.url()).error)
             XCTAssertFalse(reason.unicodeScalars.contains { $0.value == 0x1b }, reason)
         }
@@ -242,20 +263,26 @@ final class HostileServerTests: XCTestCase {
 
     func testLastModifiedIsAnIfRangeOnlyWhenStrong() throws {
         // The FaultServer sends no Date: its Last-Modified cannot be shown to be strong.
-        try withFaultServer(body: Self.body, fault: {
-            $0.sendETag = false
-            $0.dropAfterBodyBytes = 40_000
-        }) { server in
+        try withFaultServer(
+            body: Self.body,
+            fault: {
+                $0.sendETag = false
+                $0.dropAfterBodyBytes = 40_000
+            }
+        ) { server in
             let run = try fetch(server.url())
             XCTAssertNil(run.error)
             XCTAssertEqual(run.bytes, Self.body)
             XCTAssertNil(server.requests[1].headers["if-range"])
         }
-        try withFaultServer(body: Self.body, fault: {
-            $0.sendETag = false
-            $0.dropAfterBodyBytes = 40_000
-            $0.extraHeaders = ["Date: Thu, 02 Jan 2025 00:00:00 GMT"]
-        }) { server in
+        try withFaultServer(
+            body: Self.body,
+            fault: {
+                $0.sendETag = false
+                $0.dropAfterBodyBytes = 40_000
+                $0.extraHeaders = ["Date: Thu, 02 Jan 2025 00:00:00 GMT"]
+            }
+        ) { server in
             let run = try fetch(server.url())
             XCTAssertNil(run.error)
             XCTAssertEqual(server.requests[1].headers["if-range"], "Wed, 01 Jan 2025 00:00:00 GMT")
@@ -308,8 +335,9 @@ final class HostileServerTests: XCTestCase {
             options.netrcFile = path
             let run = try fetch(server.url(), options: options)
             let reason = try transferReason(run.error)
-            XCTAssertEqual(server.requests.first?.headers["authorization"],
-                           "Basic " + Data("alice:netrc-secret-9".utf8).base64EncodedString())
+            XCTAssertEqual(
+                server.requests.first?.headers["authorization"],
+                "Basic " + Data("alice:netrc-secret-9".utf8).base64EncodedString())
             XCTAssertFalse(reason.contains("netrc-secret-9"))
             XCTAssertFalse("\(run.source.state(at: 0))".contains("netrc-secret-9"))
         }
@@ -320,12 +348,15 @@ final class HostileServerTests: XCTestCase {
     private static func options() -> HTTPOptions { FetchRun.options() }
 
     private static func checkpoint(_ url: String, offset: UInt64) -> SourceState {
-        SourceState(kind: "fetch", location: url, offset: offset, etag: "\"v1\"",
-                    lastModified: "Wed, 01 Jan 2025 00:00:00 GMT", totalLength: UInt64(size))
+        SourceState(
+            kind: "fetch", location: url, offset: offset, etag: "\"v1\"",
+            lastModified: "Wed, 01 Jan 2025 00:00:00 GMT", totalLength: UInt64(size))
     }
 
-    private func fetch(_ url: String, options: HTTPOptions = FetchRun.options(), resumeFrom: SourceState? = nil,
-                       onWrite: ((Int) -> Void)? = nil) throws -> FetchRun {
+    private func fetch(
+        _ url: String, options: HTTPOptions = FetchRun.options(), resumeFrom: SourceState? = nil,
+        onWrite: ((Int) -> Void)? = nil
+    ) throws -> FetchRun {
         try FetchRun.run(url, options: options, resumeFrom: resumeFrom, onWrite: onWrite)
     }
 

@@ -14,8 +14,10 @@ final class LocalFileSafetyTests: XCTestCase {
         return lstat(path, &st) == 0 ? st.st_ino : nil
     }
 
-    private func assertUnsafePath(_ body: () throws -> Void, mentioning word: String,
-                                  file: StaticString = #filePath, line: UInt = #line) {
+    private func assertUnsafePath(
+        _ body: () throws -> Void, mentioning word: String,
+        file: StaticString = #filePath, line: UInt = #line
+    ) {
         XCTAssertThrowsError(try body(), file: file, line: line) { error in
             guard case SluiceError.unsafePath(_, let reason)? = error as? SluiceError else {
                 return XCTFail("expected unsafePath, got \(error)", file: file, line: line)
@@ -97,8 +99,9 @@ final class LocalFileSafetyTests: XCTestCase {
         }
         try Data("{\"format\": \"sluice-checkpoint\", \"version\": 99}".utf8).write(to: URL(fileURLWithPath: store.path))
         guard case .damaged? = try? store.read() else { return XCTFail("another version of ours is damaged, not foreign") }
-        let checkpoint = Checkpoint(spec: "read a | file b", source: SourceState(kind: "read", location: "a"),
-                                    stages: [StageState(FileSinkState(path: "b", bytesWritten: 0))])
+        let checkpoint = Checkpoint(
+            spec: "read a | file b", source: SourceState(kind: "read", location: "a"),
+            stages: [StageState(FileSinkState(path: "b", bytesWritten: 0))])
         try store.save(checkpoint)
         guard case .valid(let read)? = try? store.read() else { return XCTFail("a saved checkpoint does not read back") }
         XCTAssertEqual(read.spec, checkpoint.spec)
@@ -113,8 +116,9 @@ final class LocalFileSafetyTests: XCTestCase {
         chmod(victim, 0o644)
         let store = CheckpointStore(path: dir + "/c")
         try HostileFile.symlink(at: store.temporaryPath, to: victim)
-        let checkpoint = Checkpoint(spec: "read a | file b", source: SourceState(kind: "read", location: "a"),
-                                    stages: [StageState(FileSinkState(path: "b", bytesWritten: 0))])
+        let checkpoint = Checkpoint(
+            spec: "read a | file b", source: SourceState(kind: "read", location: "a"),
+            stages: [StageState(FileSinkState(path: "b", bytesWritten: 0))])
         XCTAssertThrowsError(try store.save(checkpoint))
         XCTAssertEqual(FileManager.default.contents(atPath: victim), Data("mine".utf8))
         var st = stat()
@@ -158,7 +162,10 @@ final class LocalFileSafetyTests: XCTestCase {
         let dir = try makeTemporaryDirectory(self)
         let recorded = open(dir + "/log", O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
         let other = open(dir + "/other", O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
-        defer { close(recorded); close(other) }
+        defer {
+            close(recorded)
+            close(other)
+        }
         let bytes = [UInt8](repeating: 0x41, count: 100)
         for fd in [recorded, other] { _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } }
         let identity = try XCTUnwrap(POSIX.fstatFacts(recorded)?.identity)

@@ -110,8 +110,9 @@ final class MultiFetchTests: XCTestCase {
         let server = try FaultServer(body: Self.body)
         defer { server.stop() }
         let offset = 300_000
-        let saved = SourceState(kind: "fetch", location: server.url(), offset: UInt64(offset), etag: "\"v1\"",
-                                lastModified: "Wed, 01 Jan 2025 00:00:00 GMT", totalLength: UInt64(Self.size))
+        let saved = SourceState(
+            kind: "fetch", location: server.url(), offset: UInt64(offset), etag: "\"v1\"",
+            lastModified: "Wed, 01 Jan 2025 00:00:00 GMT", totalLength: UInt64(Self.size))
         let run = try fetch(server.url(), connections: 4, resumeFrom: saved)
         XCTAssertNil(run.error)
         XCTAssertEqual(run.sink.bytes, Array(Self.body[offset...]))
@@ -126,8 +127,9 @@ final class MultiFetchTests: XCTestCase {
         let server = try FaultServer(body: Self.body, fault: fault)
         defer { server.stop() }
         // Resuming: the server answers the range with 200; validators confirm, so it is skipped.
-        let saved = SourceState(kind: "fetch", location: server.url(), offset: 1_000, etag: "\"v1\"",
-                                lastModified: "Wed, 01 Jan 2025 00:00:00 GMT", totalLength: UInt64(Self.size))
+        let saved = SourceState(
+            kind: "fetch", location: server.url(), offset: 1_000, etag: "\"v1\"",
+            lastModified: "Wed, 01 Jan 2025 00:00:00 GMT", totalLength: UInt64(Self.size))
         let run = try fetch(server.url(), connections: 4, resumeFrom: saved)
         XCTAssertNil(run.error)
         XCTAssertEqual(run.sink.bytes, Array(Self.body[1_000...]))
@@ -297,8 +299,9 @@ final class MultiFetchTests: XCTestCase {
         defer { server.stop() }
         let log = EventLog()
         let control = RunControl(progress: ProgressReporter(handler: { log.append($0) }))
-        let source = try HTTPSource(url: server.url(), options: Self.options(connections: 4), resumeFrom: nil,
-                                    control: control)
+        let source = try HTTPSource(
+            url: server.url(), options: Self.options(connections: 4), resumeFrom: nil,
+            control: control)
         let sink = Collector { total in if total > 300_000 { control.cancel() } }
         XCTAssertThrowsError(try source.run(into: sink)) {
             XCTAssertEqual($0 as? SluiceError, .cancelled)
@@ -332,14 +335,19 @@ final class MultiFetchTests: XCTestCase {
         let error: Error?
     }
 
-    private func fetch(_ url: String, connections: Int?, tuning: MultiFetch.Tuning = MultiFetchTests.tuning,
-                       resumeFrom: SourceState? = nil, onWrite: ((Int) throws -> Void)? = nil) throws -> Run {
-        try fetch(url, options: Self.options(connections: connections, tuning: tuning), resumeFrom: resumeFrom,
-                  onWrite: onWrite)
+    private func fetch(
+        _ url: String, connections: Int?, tuning: MultiFetch.Tuning = MultiFetchTests.tuning,
+        resumeFrom: SourceState? = nil, onWrite: ((Int) throws -> Void)? = nil
+    ) throws -> Run {
+        try fetch(
+            url, options: Self.options(connections: connections, tuning: tuning), resumeFrom: resumeFrom,
+            onWrite: onWrite)
     }
 
-    private func fetch(_ url: String, options: HTTPOptions, resumeFrom: SourceState? = nil,
-                       onWrite: ((Int) throws -> Void)? = nil) throws -> Run {
+    private func fetch(
+        _ url: String, options: HTTPOptions, resumeFrom: SourceState? = nil,
+        onWrite: ((Int) throws -> Void)? = nil
+    ) throws -> Run {
         let log = EventLog()
         let control = RunControl(progress: ProgressReporter(handler: { log.append($0) }))
         let source = try HTTPSource(url: url, options: options, resumeFrom: resumeFrom, control: control)

@@ -22,13 +22,13 @@ final class PipelineSpecTests: XCTestCase {
 
     func testSpecFileWithCommentsAndNewlines() throws {
         let text = """
-        # fetch the nightly dump
-        fetch https://example.org/dump.gz   # the source
-          | verify sha256:\(digest)
-          | gunzip
+            # fetch the nightly dump
+            fetch https://example.org/dump.gz   # the source
+              | verify sha256:\(digest)
+              | gunzip
 
-          | file dump.sql
-        """
+              | file dump.sql
+            """
         let spec = try PipelineSpec(parsing: text)
         XCTAssertEqual(spec.stages.count, 4)
         XCTAssertEqual(spec.sink, .file(path: "dump.sql"))

@@ -25,23 +25,28 @@ final class ProgressLineTests: XCTestCase {
     }
 
     func testBarWithAKnownTotal() {
-        XCTAssertEqual(ProgressRenderer.barLine(offset: 512, total: 1024, resumed: false, rate: 0),
-                       "[############------------]  50.0% 512 B/1.0 KiB")
-        XCTAssertEqual(ProgressRenderer.barLine(offset: 512, total: 1024, resumed: false, rate: 256),
-                       "[############------------]  50.0% 512 B/1.0 KiB 256 B/s ETA 0:02")
-        XCTAssertEqual(ProgressRenderer.barLine(offset: 0, total: 10 << 20, resumed: true, rate: 0),
-                       "[------------------------]   0.0% 0 B/10.0 MiB (resumed)")
+        XCTAssertEqual(
+            ProgressRenderer.barLine(offset: 512, total: 1024, resumed: false, rate: 0),
+            "[############------------]  50.0% 512 B/1.0 KiB")
+        XCTAssertEqual(
+            ProgressRenderer.barLine(offset: 512, total: 1024, resumed: false, rate: 256),
+            "[############------------]  50.0% 512 B/1.0 KiB 256 B/s ETA 0:02")
+        XCTAssertEqual(
+            ProgressRenderer.barLine(offset: 0, total: 10 << 20, resumed: true, rate: 0),
+            "[------------------------]   0.0% 0 B/10.0 MiB (resumed)")
     }
 
     func testBarPastItsTotalStaysFull() {
-        XCTAssertEqual(ProgressRenderer.barLine(offset: 4096, total: 1024, resumed: false, rate: 1024),
-                       "[########################] 100.0% 4.0 KiB/1.0 KiB 1.0 KiB/s ETA 0:00")
+        XCTAssertEqual(
+            ProgressRenderer.barLine(offset: 4096, total: 1024, resumed: false, rate: 1024),
+            "[########################] 100.0% 4.0 KiB/1.0 KiB 1.0 KiB/s ETA 0:00")
     }
 
     /// A server that declares 9e18 bytes and trickles one a second: an ETA of ~1e19 s.
     func testBarWithAnAbsurdTotalAndRate() {
-        XCTAssertEqual(ProgressRenderer.barLine(offset: 1, total: 9_000_000_000_000_000_000, resumed: false, rate: 1),
-                       "[------------------------]   0.0% 1 B/7.8 EiB 1 B/s ETA >99999d")
+        XCTAssertEqual(
+            ProgressRenderer.barLine(offset: 1, total: 9_000_000_000_000_000_000, resumed: false, rate: 1),
+            "[------------------------]   0.0% 1 B/7.8 EiB 1 B/s ETA >99999d")
     }
 
     func testBarWithoutATotal() {

@@ -208,7 +208,10 @@ final class RelayTests: XCTestCase {
     func testCancellingTheRunReleasesAProducerBlockedBehindAStuckConsumer() throws {
         var fds: [Int32] = [0, 0]
         XCTAssertEqual(pipe(&fds), 0)
-        defer { close(fds[0]); close(fds[1]) }
+        defer {
+            close(fds[0])
+            close(fds[1])
+        }
         let control = Self.control()
         let sink = StuckSink(fd: fds[0], control: control)
         let relay = try Relay(next: sink, control: control, name: "test", bufferCount: 2, bufferSize: 4)
@@ -252,7 +255,8 @@ final class RelayTests: XCTestCase {
     }
 
     private static func batcher(bufferSize: Int, count: Int = 4, now: @escaping () -> UInt64 = { 0 })
-        -> (RelayBatcher, RelayQueue, [UnsafeMutableRawBufferPointer]) {
+        -> (RelayBatcher, RelayQueue, [UnsafeMutableRawBufferPointer])
+    {
         let buffers = (0..<count).map { _ in UnsafeMutableRawBufferPointer.allocate(byteCount: bufferSize, alignment: 8) }
         let queue = RelayQueue(bufferCount: count)
         return (RelayBatcher(buffers: buffers, queue: queue, now: now), queue, buffers)

@@ -5,14 +5,17 @@ import XCTest
 /// `RunStart.decide` and `AfterAttempt.decide` by table: every row is one situation
 /// `Pipeline.runLocked` can be in, and what it must do.
 final class RunDecisionTests: XCTestCase {
-    private static let checkpoint = Checkpoint(spec: "read a | file b", writtenAt: Date(timeIntervalSince1970: 0),
-                                               source: SourceState(kind: "read", location: "a", offset: 10),
-                                               stages: [StageState(FileSinkState(path: "b", bytesWritten: 10))])
-    private static let stdoutState = StdoutSinkState(bytesWritten: 10, fileSize: 30, startFileSize: 20,
-                                                     file: FileIdentity(device: 1, inode: 2))
-    private static let stdoutCheckpoint = Checkpoint(spec: "read a | stdout", writtenAt: Date(timeIntervalSince1970: 0),
-                                                     source: SourceState(kind: "read", location: "a", offset: 10),
-                                                     stages: [StageState(stdoutState)])
+    private static let checkpoint = Checkpoint(
+        spec: "read a | file b", writtenAt: Date(timeIntervalSince1970: 0),
+        source: SourceState(kind: "read", location: "a", offset: 10),
+        stages: [StageState(FileSinkState(path: "b", bytesWritten: 10))])
+    private static let stdoutState = StdoutSinkState(
+        bytesWritten: 10, fileSize: 30, startFileSize: 20,
+        file: FileIdentity(device: 1, inode: 2))
+    private static let stdoutCheckpoint = Checkpoint(
+        spec: "read a | stdout", writtenAt: Date(timeIntervalSince1970: 0),
+        source: SourceState(kind: "read", location: "a", offset: 10),
+        stages: [StageState(stdoutState)])
     private static let damaged = SluiceError.checkpointRefused(path: "c", reason: "it is damaged")
     private static let mismatch = SluiceError.checkpointRefused(path: "c", reason: "written for a different pipeline")
 
@@ -48,8 +51,9 @@ final class RunDecisionTests: XCTestCase {
             (true, false, .discardThenFresh(undoStdout: nil), #line),
         ]
         for row in rows {
-            let decided = RunStart.decide(restart: row.restart, stored: .untrusted(distrust), sinkCanStartOver: row.canStartOver,
-                                          mismatch: { _ in nil })
+            let decided = RunStart.decide(
+                restart: row.restart, stored: .untrusted(distrust), sinkCanStartOver: row.canStartOver,
+                mismatch: { _ in nil })
             XCTAssertEqual(decided, row.expected, line: row.line)
         }
     }
@@ -57,7 +61,7 @@ final class RunDecisionTests: XCTestCase {
     func testWhichLockFilesARunRemoves() {
         let rows: [(failure: SluiceError?, created: Bool, removes: Bool, line: UInt)] = [
             (nil, true, true, #line),
-            (nil, false, true, #line),                 // a crash's leftover goes with a good run
+            (nil, false, true, #line),  // a crash's leftover goes with a good run
             (.transfer(url: "u", reason: "404"), false, true, #line),
             (.cancelled, false, true, #line),
             (.locked(checkpoint: "l"), true, true, #line),
@@ -85,19 +89,32 @@ final class RunDecisionTests: XCTestCase {
         let rows: [(outcome: AttemptOutcome, facts: Facts, expected: AfterAttempt, line: UInt)] = [
             (.finished(sourceBytes: 5), fileFresh, .finished(sourceBytes: 5), #line),
             // The source changed: a file starts over once, stdout cannot.
-            (.sourceChanged(location: "u", reason: "etag"), fileResumed,
-             .startOver(reason: "u changed since the checkpoint (etag); starting over from zero"), #line),
-            (.sourceChanged(location: "u", reason: "etag"), fileFresh,
-             .startOver(reason: "u changed during the transfer (etag); starting over from zero"), #line),
-            (.sourceChanged(location: "u", reason: "etag"), fileAgain,
-             .fail(.transfer(url: "u", reason: "it changed again while starting over (etag)"), discard: false), #line),
+            (
+                .sourceChanged(location: "u", reason: "etag"), fileResumed,
+                .startOver(reason: "u changed since the checkpoint (etag); starting over from zero"), #line
+            ),
+            (
+                .sourceChanged(location: "u", reason: "etag"), fileFresh,
+                .startOver(reason: "u changed during the transfer (etag); starting over from zero"), #line
+            ),
+            (
+                .sourceChanged(location: "u", reason: "etag"), fileAgain,
+                .fail(.transfer(url: "u", reason: "it changed again while starting over (etag)"), discard: false), #line
+            ),
             (.sourceChanged(location: "u", reason: "etag"), stdout, .fail(.remoteChanged(url: "u", reason: "etag"), discard: false), #line),
-            (.partialTooShort(path: "p", expected: 9), fileResumed,
-             .startOver(reason: "p is shorter than the 9 bytes the checkpoint records; starting over from zero"), #line),
+            (
+                .partialTooShort(path: "p", expected: 9), fileResumed,
+                .startOver(reason: "p is shorter than the 9 bytes the checkpoint records; starting over from zero"), #line
+            ),
             (.partialTooShort(path: "p", expected: 9), fileAgain, .fail(.io(path: "p", operation: "resume", errno: EIO), discard: false), #line),
-            (.partialChanged(path: "p", reason: "its first 9 bytes changed"), fileResumed,
-             .startOver(reason: "p: its first 9 bytes changed; starting over from zero"), #line),
-            (.partialChanged(path: "p", reason: "its first 9 bytes changed"), fileAgain, .fail(.io(path: "p", operation: "resume", errno: EIO), discard: false), #line),
+            (
+                .partialChanged(path: "p", reason: "its first 9 bytes changed"), fileResumed,
+                .startOver(reason: "p: its first 9 bytes changed; starting over from zero"), #line
+            ),
+            (
+                .partialChanged(path: "p", reason: "its first 9 bytes changed"), fileAgain,
+                .fail(.io(path: "p", operation: "resume", errno: EIO), discard: false), #line
+            ),
             // Failures after bytes arrived keep what a rerun resumes from…
             (.failed(transfer, sourceOffset: 100), fileFresh, .fail(transfer, discard: false), #line),
             (.failed(.cancelled, sourceOffset: 100), fileFresh, .fail(.cancelled, discard: false), #line),
@@ -107,8 +124,10 @@ final class RunDecisionTests: XCTestCase {
             (.failed(transfer, sourceOffset: 100), nothingKept, .fail(transfer, discard: true), #line),
             // …and a failure before the first byte leaves nothing behind.
             (.failed(transfer, sourceOffset: 0), fileFresh, .fail(transfer, discard: true), #line),
-            (.failed(.io(path: "p", operation: "write to", errno: ENOSPC), sourceOffset: 0), fileFresh,
-             .fail(.io(path: "p", operation: "write to", errno: ENOSPC), discard: true), #line),
+            (
+                .failed(.io(path: "p", operation: "write to", errno: ENOSPC), sourceOffset: 0), fileFresh,
+                .fail(.io(path: "p", operation: "write to", errno: ENOSPC), discard: true), #line
+            ),
             // A refusal touches nothing, whatever else holds.
             (.failed(refused, sourceOffset: 0), fileResumed, .fail(refused, discard: false), #line),
             (.failed(unsafe, sourceOffset: 0), nothingKept, .fail(unsafe, discard: false), #line),

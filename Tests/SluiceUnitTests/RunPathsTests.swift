@@ -16,9 +16,10 @@ final class RunPathsTests: XCTestCase {
     /// A fake file system: `names` maps a path to what `lstat` sees; `targets` to what a
     /// link there leads to.
     private static func probe(_ names: [String: FileFacts], targets: [String: FileFacts] = [:]) -> RunPaths.Probe {
-        RunPaths.Probe(lstat: { names[$0] },
-                       stat: { path in names[path]?.kind == .symlink ? targets[path] : names[path] },
-                       canonical: { $0.hasPrefix("./") ? String($0.dropFirst(2)) : $0 })
+        RunPaths.Probe(
+            lstat: { names[$0] },
+            stat: { path in names[path]?.kind == .symlink ? targets[path] : names[path] },
+            canonical: { $0.hasPrefix("./") ? String($0.dropFirst(2)) : $0 })
     }
 
     private static func target(_ path: String?) -> OutputTarget? { path.map { FileSink.output(path: $0) } }
@@ -49,8 +50,10 @@ final class RunPathsTests: XCTestCase {
     /// a regular file or nothing, never a link even to a regular file.
     func testWhatMayStandAtANameSluiceWrites() {
         let regular = Self.facts(.regular, inode: 50)
-        let hostile: [FileFacts] = [Self.facts(.symlink, inode: 1), Self.facts(.fifo, inode: 1), Self.facts(.directory, inode: 1),
-                                    Self.facts(.characterDevice, inode: 1), Self.facts(.socket, inode: 1)]
+        let hostile: [FileFacts] = [
+            Self.facts(.symlink, inode: 1), Self.facts(.fifo, inode: 1), Self.facts(.directory, inode: 1),
+            Self.facts(.characterDevice, inode: 1), Self.facts(.socket, inode: 1),
+        ]
         for name in ["out.sluice.lock", "c", "c.tmp", "c.lock"] {
             let paths = RunPaths(output: Self.target("out"), checkpoint: "c", input: "in", stdout: nil)
             XCTAssertNil(paths.problem(probe: Self.probe([name: regular])), name)
@@ -61,7 +64,8 @@ final class RunPathsTests: XCTestCase {
             }
         }
         for facts in hostile {
-            XCTAssertNotNil(RunPaths.writtenFileProblem("out.sluice-part", probe: Self.probe(["out.sluice-part": facts], targets: ["out.sluice-part": regular])))
+            XCTAssertNotNil(
+                RunPaths.writtenFileProblem("out.sluice-part", probe: Self.probe(["out.sluice-part": facts], targets: ["out.sluice-part": regular])))
         }
         XCTAssertNil(RunPaths.writtenFileProblem("out.sluice-part", probe: Self.probe(["out.sluice-part": regular])))
         // The input is the source's business.
@@ -71,17 +75,17 @@ final class RunPathsTests: XCTestCase {
 
     func testNoTwoRolesMayBeOneFile() {
         let rows: [(output: String?, checkpoint: String?, input: String?, files: [String: FileFacts], refused: Bool, line: UInt)] = [
-            ("out", "out.sluice", "in", [:], false, #line),          // the default: shares the lock only
+            ("out", "out.sluice", "in", [:], false, #line),  // the default: shares the lock only
             ("out", "elsewhere/c", "in", [:], false, #line),
             ("out", "out", "in", [:], true, #line),
             ("out", "./out", "in", [:], true, #line),
             ("out", "out.sluice-part", "in", [:], true, #line),
             ("out", "out.sluice.lock", "in", [:], true, #line),
-            ("c.tmp", "c", "in", [:], true, #line),                  // the checkpoint's temporary file is the output
+            ("c.tmp", "c", "in", [:], true, #line),  // the checkpoint's temporary file is the output
             ("c.lock", "c", "in", [:], true, #line),
-            ("out", "in", "in", [:], true, #line),                   // the checkpoint would overwrite the input
-            ("out", "c", "out.sluice-part", [:], true, #line),       // reading the file the run truncates
-            ("out", "c", "out", [:], false, #line),                  // reading the file the output replaces
+            ("out", "in", "in", [:], true, #line),  // the checkpoint would overwrite the input
+            ("out", "c", "out.sluice-part", [:], true, #line),  // reading the file the run truncates
+            ("out", "c", "out", [:], false, #line),  // reading the file the output replaces
             // Different names, one file (a hard link): device and inode decide.
             ("out", "hard", "in", ["out": Self.facts(.regular, inode: 7), "hard": Self.facts(.regular, inode: 7)], true, #line),
             ("out", "c", "in", ["in": Self.facts(.regular, inode: 7), "c": Self.facts(.regular, inode: 7)], true, #line),

@@ -11,8 +11,10 @@ final class SHA256VerifierTests: XCTestCase {
         let vectors: [([UInt8], String)] = [
             ([], "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"),
             (Array("abc".utf8), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"),
-            (Array("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq".utf8),
-             "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"),
+            (
+                Array("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq".utf8),
+                "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"
+            ),
             (million, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0"),
         ]
         for (message, expected) in vectors {
@@ -34,9 +36,11 @@ final class SHA256VerifierTests: XCTestCase {
         let verifier = try SHA256Verifier(expectedHex: String(repeating: "0", count: 64), next: MemorySink())
         try verifier.write(Array("abc".utf8))
         XCTAssertThrowsError(try verifier.finish()) { error in
-            XCTAssertEqual(error as? SluiceError, .checksumMismatch(
-                expected: String(repeating: "0", count: 64),
-                actual: "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"))
+            XCTAssertEqual(
+                error as? SluiceError,
+                .checksumMismatch(
+                    expected: String(repeating: "0", count: 64),
+                    actual: "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"))
         }
     }
 

@@ -66,13 +66,16 @@ final class StageRegistryTests: XCTestCase {
 
     func testDigestsAreASCIIHexOnly() {
         let fullwidth = String(repeating: "\u{FF10}", count: 64)
-        for text in ["read x | verify sha256:\(fullwidth) | stdout",
-                     "read x | verify sha256:\(String(repeating: "g", count: 64)) | stdout",
-                     "read x | verify sha256:\(digest)0 | stdout"] {
+        for text in [
+            "read x | verify sha256:\(fullwidth) | stdout",
+            "read x | verify sha256:\(String(repeating: "g", count: 64)) | stdout",
+            "read x | verify sha256:\(digest)0 | stdout",
+        ] {
             XCTAssertThrowsError(try PipelineSpec(parsing: text), text)
         }
-        XCTAssertEqual(try PipelineSpec(parsing: "read x | verify SHA256:\(digest.uppercased()) | stdout").stages[1],
-                       .verify(sha256: digest))
+        XCTAssertEqual(
+            try PipelineSpec(parsing: "read x | verify SHA256:\(digest.uppercased()) | stdout").stages[1],
+            .verify(sha256: digest))
     }
 
     func testStageCountIsBounded() throws {
@@ -106,8 +109,9 @@ final class StageRegistryTests: XCTestCase {
         for (text, engine, expected) in table {
             var options = PipelineOptions()
             options.engine = engine
-            XCTAssertEqual(ThreadPlan(spec: try PipelineSpec(parsing: text), options: options, cores: 2).ownThread,
-                           expected, "\(text) on \(engine)")
+            XCTAssertEqual(
+                ThreadPlan(spec: try PipelineSpec(parsing: text), options: options, cores: 2).ownThread,
+                expected, "\(text) on \(engine)")
         }
     }
 
@@ -117,9 +121,10 @@ final class StageRegistryTests: XCTestCase {
             StageState(FileSinkState(path: "out", bytesWritten: 3)),
             StageState(StdoutSinkState(bytesWritten: 3, fileSize: 10, startFileSize: 7)),
         ]
-        let checkpoint = Checkpoint(spec: "read x | verify sha256:\(digest) | file out", writtenAt: Date(timeIntervalSince1970: 0),
-                                    source: SourceState(kind: "read", location: "x", offset: 3, totalLength: 9),
-                                    stages: states)
+        let checkpoint = Checkpoint(
+            spec: "read x | verify sha256:\(digest) | file out", writtenAt: Date(timeIntervalSince1970: 0),
+            source: SourceState(kind: "read", location: "x", offset: 3, totalLength: 9),
+            stages: states)
         let data = try checkpoint.encoded(key: .test)
         let text = String(decoding: data, as: UTF8.self)
         for key in ["\"bytes_hashed\"", "\"partial_block\"", "\"bytes_written\"", "\"start_file_size\"", "\"total_length\"", "\"written_at\""] {
@@ -139,8 +144,9 @@ final class StageRegistryTests: XCTestCase {
     }
 
     func testUnknownStageInACheckpointIsRefused() throws {
-        let checkpoint = Checkpoint(spec: "read x | stdout", source: SourceState(kind: "read", location: "x"),
-                                    stages: [StageState(StdoutSinkState(bytesWritten: 0, fileSize: nil))])
+        let checkpoint = Checkpoint(
+            spec: "read x | stdout", source: SourceState(kind: "read", location: "x"),
+            stages: [StageState(StdoutSinkState(bytesWritten: 0, fileSize: nil))])
         let text = String(decoding: try checkpoint.encoded(key: .test), as: UTF8.self)
             .replacingOccurrences(of: "\"stage\":\"stdout\"", with: "\"stage\":\"nonesuch\"")
         XCTAssertThrowsError(try Checkpoint.decode(Data(text.utf8), path: "x.sluice", key: .test)) { error in
@@ -165,13 +171,16 @@ final class ByteSizeTests: XCTestCase {
 final class CheckpointIdentityTests: XCTestCase {
     /// The number of connections changes how bytes travel, not which: a rerun may change it.
     func testTransportOptionsAreNotPartOfACheckpointsIdentity() throws {
-        let texts = ["fetch https://h/x.gz | gunzip | file out",
-                     "fetch https://h/x.gz connections=4 | gunzip | file out",
-                     "fetch https://h/x.gz connections=16 | gunzip | file out"]
+        let texts = [
+            "fetch https://h/x.gz | gunzip | file out",
+            "fetch https://h/x.gz connections=4 | gunzip | file out",
+            "fetch https://h/x.gz connections=16 | gunzip | file out",
+        ]
         let identities = Set(try texts.map { try PipelineSpec(parsing: $0).checkpointIdentity })
         XCTAssertEqual(identities, ["fetch https://h/x.gz | gunzip | file out"])
         XCTAssertEqual(try PipelineSpec(parsing: texts[1]).redactedDescription, texts[1], "progress still shows it")
-        XCTAssertNotEqual(try PipelineSpec(parsing: "fetch https://h/y.gz | gunzip | file out").checkpointIdentity,
-                          identities.first, "the URL's path is part of the identity")
+        XCTAssertNotEqual(
+            try PipelineSpec(parsing: "fetch https://h/y.gz | gunzip | file out").checkpointIdentity,
+            identities.first, "the URL's path is part of the identity")
     }
 }

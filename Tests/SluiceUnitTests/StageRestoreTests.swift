@@ -14,19 +14,29 @@ final class StageRestoreTests: XCTestCase {
         let random = (0..<70_000).map { _ in UInt8.random(in: 0...255, using: &rng) }
         let members: [(String, [GzipMember])] = [
             ("one member, level 6", [GzipMember(data: text)]),
-            ("multi-member with an empty member", [
-                GzipMember(data: Array(text.prefix(50_000)), name: "a.txt"),
-                GzipMember(data: []),
-                GzipMember(data: Array(text.suffix(80_000)), level: 9),
-            ]),
-            ("all header fields", [
-                GzipMember(data: Array(text.prefix(120_000)), name: "name.bin", comment: "a comment",
-                           extra: Array(repeating: 0xAB, count: 300), headerCRC: true),
-            ]),
-            ("stored blocks and random data", [
-                GzipMember(data: random, level: 0),
-                GzipMember(data: Array(text.prefix(10_000)), level: 1),
-            ]),
+            (
+                "multi-member with an empty member",
+                [
+                    GzipMember(data: Array(text.prefix(50_000)), name: "a.txt"),
+                    GzipMember(data: []),
+                    GzipMember(data: Array(text.suffix(80_000)), level: 9),
+                ]
+            ),
+            (
+                "all header fields",
+                [
+                    GzipMember(
+                        data: Array(text.prefix(120_000)), name: "name.bin", comment: "a comment",
+                        extra: Array(repeating: 0xAB, count: 300), headerCRC: true)
+                ]
+            ),
+            (
+                "stored blocks and random data",
+                [
+                    GzipMember(data: random, level: 0),
+                    GzipMember(data: Array(text.prefix(10_000)), level: 1),
+                ]
+            ),
         ]
         return members.map { name, parts in
             (name, parts.flatMap { $0.encoded() }, parts.flatMap(\.data))
@@ -38,8 +48,10 @@ final class StageRestoreTests: XCTestCase {
     struct Chain {
         let head: ByteSink
         let sink: MemorySink
-        init(sourceDigest: String, outputDigest: String, engine: InflateEngineKind,
-             checkpoint: Checkpoint? = nil, previousOutput: [UInt8] = []) throws {
+        init(
+            sourceDigest: String, outputDigest: String, engine: InflateEngineKind,
+            checkpoint: Checkpoint? = nil, previousOutput: [UInt8] = []
+        ) throws {
             var states = checkpoint?.stages ?? []
             func state() -> StageState? { states.isEmpty ? nil : states.removeLast() }
             var sinkState: StdoutSinkState?
@@ -66,8 +78,9 @@ final class StageRestoreTests: XCTestCase {
             for engine in InflateEngineKind.allCases {
                 for cut in points {
                     let oneByteWrites = cut % 5 == 0
-                    try checkCut(at: cut, gzip: gzip, plain: plain, inDigest: inDigest, outDigest: outDigest,
-                                 engine: engine, oneByteWrites: oneByteWrites, rng: &rng, label: name)
+                    try checkCut(
+                        at: cut, gzip: gzip, plain: plain, inDigest: inDigest, outDigest: outDigest,
+                        engine: engine, oneByteWrites: oneByteWrites, rng: &rng, label: name)
                     cuts += 1
                 }
             }
@@ -91,8 +104,9 @@ final class StageRestoreTests: XCTestCase {
                     offset = end
                     let checkpoint = try roundTrip(cut(chain.head, offset: UInt64(offset)))
                     output = chain.sink.bytes
-                    chain = try Chain(sourceDigest: inDigest, outputDigest: outDigest, engine: engine,
-                                      checkpoint: checkpoint, previousOutput: output)
+                    chain = try Chain(
+                        sourceDigest: inDigest, outputDigest: outDigest, engine: engine,
+                        checkpoint: checkpoint, previousOutput: output)
                 }
                 try chain.head.finish()
                 XCTAssertEqual(chain.sink.bytes, plain, "\(name), \(engine)")
@@ -106,8 +120,9 @@ final class StageRestoreTests: XCTestCase {
             let chain = try Chain(sourceDigest: sha256(gzip), outputDigest: sha256(plain), engine: engine)
             try feed(gzip[0..<gzip.count / 2], into: chain.head, rng: &Self.rng, oneByteWrites: false)
             let first = try roundTrip(cut(chain.head, offset: UInt64(gzip.count / 2)))
-            let restored = try Chain(sourceDigest: sha256(gzip), outputDigest: sha256(plain), engine: engine,
-                                     checkpoint: first, previousOutput: chain.sink.bytes)
+            let restored = try Chain(
+                sourceDigest: sha256(gzip), outputDigest: sha256(plain), engine: engine,
+                checkpoint: first, previousOutput: chain.sink.bytes)
             let second = try cut(restored.head, offset: UInt64(gzip.count / 2))
             XCTAssertEqual(first.stages, second.stages, "\(engine)")
         }
@@ -118,8 +133,11 @@ final class StageRestoreTests: XCTestCase {
         let chain = try Chain(sourceDigest: sha256(gzip), outputDigest: sha256(plain), engine: .isal)
         try feed(gzip[0..<1000], into: chain.head, rng: &Self.rng, oneByteWrites: false)
         let checkpoint = try roundTrip(cut(chain.head, offset: 1000))
-        XCTAssertThrowsError(try Chain(sourceDigest: sha256(gzip), outputDigest: sha256(plain), engine: .zlib,
-                                       checkpoint: checkpoint)) { error in
+        XCTAssertThrowsError(
+            try Chain(
+                sourceDigest: sha256(gzip), outputDigest: sha256(plain), engine: .zlib,
+                checkpoint: checkpoint)
+        ) { error in
             guard case SluiceError.checkpointRefused(_, let reason)? = error as? SluiceError else {
                 return XCTFail("unexpected \(error)")
             }
@@ -139,20 +157,25 @@ final class StageRestoreTests: XCTestCase {
                 checkpoint.stages[i] = StageState(g)
             }
         }
-        XCTAssertThrowsError(try Chain(sourceDigest: sha256(gzip), outputDigest: sha256(plain), engine: .isal,
-                                       checkpoint: checkpoint))
+        XCTAssertThrowsError(
+            try Chain(
+                sourceDigest: sha256(gzip), outputDigest: sha256(plain), engine: .isal,
+                checkpoint: checkpoint))
     }
 
     // MARK: helpers
 
-    private func checkCut(at cut: Int, gzip: [UInt8], plain: [UInt8], inDigest: String, outDigest: String,
-                          engine: InflateEngineKind, oneByteWrites: Bool, rng: inout SeededRandom, label: String) throws {
+    private func checkCut(
+        at cut: Int, gzip: [UInt8], plain: [UInt8], inDigest: String, outDigest: String,
+        engine: InflateEngineKind, oneByteWrites: Bool, rng: inout SeededRandom, label: String
+    ) throws {
         let first = try Chain(sourceDigest: inDigest, outputDigest: outDigest, engine: engine)
         try feed(gzip[0..<cut], into: first.head, rng: &rng, oneByteWrites: oneByteWrites)
         let checkpoint = try roundTrip(self.cut(first.head, offset: UInt64(cut)))
         // Bytes written after the cut are lost in a crash; the restored chain must not need them.
-        let second = try Chain(sourceDigest: inDigest, outputDigest: outDigest, engine: engine,
-                               checkpoint: checkpoint, previousOutput: first.sink.bytes)
+        let second = try Chain(
+            sourceDigest: inDigest, outputDigest: outDigest, engine: engine,
+            checkpoint: checkpoint, previousOutput: first.sink.bytes)
         try feed(gzip[cut...], into: second.head, rng: &rng, oneByteWrites: false)
         try second.head.finish()
         XCTAssertEqual(second.sink.bytes.count, plain.count, "\(label), \(engine), cut at \(cut)")
@@ -171,8 +194,10 @@ final class StageRestoreTests: XCTestCase {
 
     private func cut(_ head: ByteSink, offset: UInt64) throws -> Checkpoint {
         let box = CutBox()
-        try head.barrier(Cut(source: SourceState(kind: "read", location: "x", offset: offset),
-                             onSeal: { box.cut = $0 }))
+        try head.barrier(
+            Cut(
+                source: SourceState(kind: "read", location: "x", offset: offset),
+                onSeal: { box.cut = $0 }))
         let sealed = try XCTUnwrap(box.cut)
         return Checkpoint(spec: "read x | verify | gunzip | verify | stdout", source: sealed.source, stages: sealed.stages)
     }

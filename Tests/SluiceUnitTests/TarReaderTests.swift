@@ -7,7 +7,9 @@ final class TarReaderTests: XCTestCase {
     private final class Recorder: TarEventHandler {
         var events: [String] = []
         func tarEntry(_ entry: TarEntry) throws {
-            events.append("entry \(String(decoding: entry.path, as: UTF8.self)) \(entry.kind) size=\(entry.size) mtime=\(entry.mtime.seconds).\(entry.mtime.nanoseconds) link=\(String(decoding: entry.linkTarget, as: UTF8.self))")
+            events.append(
+                "entry \(String(decoding: entry.path, as: UTF8.self)) \(entry.kind) size=\(entry.size) mtime=\(entry.mtime.seconds).\(entry.mtime.nanoseconds) link=\(String(decoding: entry.linkTarget, as: UTF8.self))"
+            )
         }
         func tarData(_ bytes: UnsafeRawBufferPointer) throws {
             if bytes.isEmpty { return }
@@ -21,8 +23,10 @@ final class TarReaderTests: XCTestCase {
     }
 
     /// One header block with a valid checksum.
-    static func header(_ name: String, type: Character = "0", size: Int = 0, mode: Int = 0o644, mtime: Int = 1_000_000_000,
-                       link: String = "", magic: String = "ustar\u{0}00", sizeField: [UInt8]? = nil) -> [UInt8] {
+    static func header(
+        _ name: String, type: Character = "0", size: Int = 0, mode: Int = 0o644, mtime: Int = 1_000_000_000,
+        link: String = "", magic: String = "ustar\u{0}00", sizeField: [UInt8]? = nil
+    ) -> [UInt8] {
         var block = [UInt8](repeating: 0, count: 512)
         func put(_ bytes: [UInt8], at offset: Int) { for (i, b) in bytes.enumerated() { block[offset + i] = b } }
         put(Array(name.utf8), at: 0)

@@ -97,18 +97,39 @@ final class UntarRestoreTests: XCTestCase {
         XCTAssertEqual(try shell("mkdir \(dir)/out.sluice-part").status, 0)
         var base = UntarState(directory: dir + "/out", strip: 0, reader: TarReaderState(), current: nil, directories: [], root: nil)
         var edits: [(String, UntarState)] = []
-        var s = base; s.reader.pending = [UInt8](repeating: 1, count: 600); edits.append(("pending", s))
-        s = base; s.reader.phase = .member; s.reader.remaining = 0; edits.append(("member with nothing left", s))
-        s = base; s.reader.phase = .padding; s.reader.padding = 700; edits.append(("padding", s))
-        s = base; s.reader.phase = .extended; s.reader.extendedType = UInt8(ascii: "x"); s.reader.remaining = 1 << 40; edits.append(("huge extended", s))
-        s = base; s.reader.pax["evil"] = ByteString([1]); edits.append(("unknown pax key", s))
-        s = base; s.directories = [DirectoryMetadata(path: ByteString(Array("../up".utf8)), mode: 0o755, mtime: TarTime(seconds: 0, nanoseconds: 0))]
+        var s = base
+        s.reader.pending = [UInt8](repeating: 1, count: 600)
+        edits.append(("pending", s))
+        s = base
+        s.reader.phase = .member
+        s.reader.remaining = 0
+        edits.append(("member with nothing left", s))
+        s = base
+        s.reader.phase = .padding
+        s.reader.padding = 700
+        edits.append(("padding", s))
+        s = base
+        s.reader.phase = .extended
+        s.reader.extendedType = UInt8(ascii: "x")
+        s.reader.remaining = 1 << 40
+        edits.append(("huge extended", s))
+        s = base
+        s.reader.pax["evil"] = ByteString([1])
+        edits.append(("unknown pax key", s))
+        s = base
+        s.directories = [DirectoryMetadata(path: ByteString(Array("../up".utf8)), mode: 0o755, mtime: TarTime(seconds: 0, nanoseconds: 0))]
         edits.append(("directory outside", s))
-        s = base; s.strip = 3; edits.append(("other strip", s))
-        s = base; s.current = .init(path: ByteString(Array("a".utf8)), written: 1, crc32: 0, mode: 0o644,
-                                     mtime: TarTime(seconds: 0, nanoseconds: 0), needsChmod: false)
+        s = base
+        s.strip = 3
+        edits.append(("other strip", s))
+        s = base
+        s.current = .init(
+            path: ByteString(Array("a".utf8)), written: 1, crc32: 0, mode: 0o644,
+            mtime: TarTime(seconds: 0, nanoseconds: 0), needsChmod: false)
         edits.append(("file outside member", s))
-        s.reader.phase = .member; s.reader.remaining = 5; s.current?.path = ByteString(Array("/etc/passwd".utf8))
+        s.reader.phase = .member
+        s.reader.remaining = 5
+        s.current?.path = ByteString(Array("/etc/passwd".utf8))
         edits.append(("absolute current file", s))
         for (what, state) in edits {
             XCTAssertThrowsError(try UntarSink(directory: dir + "/out", restoring: state), what) { error in

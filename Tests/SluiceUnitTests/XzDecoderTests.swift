@@ -68,8 +68,10 @@ final class XzDecoderTests: XCTestCase {
         let dir = try makeTemporaryDirectory(self)
         var random = SeededRandom(seed: 3)
         let incompressible = (0..<200_000).map { _ in UInt8.random(in: 0...255, using: &random) }
-        for (label, plain) in [("empty", [UInt8]()), ("one byte", [0x41]), ("tiny", Array("hello, xz\n".utf8)),
-                               ("incompressible", incompressible)] {
+        for (label, plain) in [
+            ("empty", [UInt8]()), ("one byte", [0x41]), ("tiny", Array("hello, xz\n".utf8)),
+            ("incompressible", incompressible),
+        ] {
             for option in ["-6", "--check=sha256 -0", "--x86 --lzma2"] {
                 try assertMatchesXz(try XzTool.compress(plain, options: option, dir: dir), "\(label) \(option)", dir: dir, chunks: [1, 4096])
             }
@@ -127,8 +129,10 @@ final class XzDecoderTests: XCTestCase {
         let dir = try makeTemporaryDirectory(self)
         var random = SeededRandom(seed: 42)
         let plain = Self.plain(6_000, seed: 9)
-        let bases = try ["--check=crc32", "--check=crc64 -T2 --block-size=2000", "--check=sha256 --x86 --lzma2=preset=1",
-                         "--check=crc64 --delta=dist=2 --lzma2"].map { try XzTool.compress(plain, options: $0, dir: dir) }
+        let bases = try [
+            "--check=crc32", "--check=crc64 -T2 --block-size=2000", "--check=sha256 --x86 --lzma2=preset=1",
+            "--check=crc64 --delta=dist=2 --lzma2",
+        ].map { try XzTool.compress(plain, options: $0, dir: dir) }
         var mutants = 0, rejected = 0
         for base in bases {
             for _ in 0..<600 {
@@ -184,8 +188,8 @@ final class XzDecoderTests: XCTestCase {
         let indexSize = (backward + 1) * 4
         let start = xz.count - 12 - indexSize
         XCTAssertEqual(xz[start], 0)
-        XCTAssertEqual(xz[start + 1], 1)   // one record
-        xz[start + 2] ^= 4                 // its unpadded size
+        XCTAssertEqual(xz[start + 1], 1)  // one record
+        xz[start + 2] ^= 4  // its unpadded size
         let crc = xz[start..<(xz.count - 16)].withUnsafeBytes { xzCRC32($0) }
         for i in 0..<4 { xz[xz.count - 16 + i] = UInt8(truncatingIfNeeded: crc >> (8 * i)) }
         XCTAssertNil(try XzTool.decompress(xz, dir: dir))
@@ -197,7 +201,7 @@ final class XzDecoderTests: XCTestCase {
         for (check, name) in [("crc32", "CRC32"), ("crc64", "CRC64"), ("sha256", "SHA-256")] {
             var xz = try XzTool.compress(Self.plain(5_000, seed: 11), options: "--check=\(check)", dir: dir)
             let backward = (Int(xz[xz.count - 8]) | Int(xz[xz.count - 7]) << 8) + 1
-            xz[xz.count - 12 - backward * 4 - 1] ^= 0x80   // the check's last byte, just before the index
+            xz[xz.count - 12 - backward * 4 - 1] ^= 0x80  // the check's last byte, just before the index
             assertCorrupt(xz, reasonContains: name)
         }
     }

@@ -64,7 +64,7 @@ final class XzResumeTests: XCTestCase {
         var cuts = 0
         var phases = Set<String>()
         for (label, xz) in inputs {
-            let joined = xz + [0, 0, 0, 0] + empty   // a second stream, after padding
+            let joined = xz + [0, 0, 0, 0] + empty  // a second stream, after padding
             for _ in 0..<55 {
                 let cut = Int(random.next() % UInt64(joined.count + 1))
                 let (output, state) = try Self.decodeAcrossCut(joined, cut: cut, random: &random)
@@ -114,8 +114,9 @@ final class XzResumeTests: XCTestCase {
                 try restored.write(Array(xz[cut...]))
                 try restored.finish()
                 // Accepted: then the output is right (the edit changed nothing that matters).
-                XCTAssertTrue(first.bytes.prefix(Int(min(state.outputOffset, UInt64(first.bytes.count)))) + second.bytes == plain
-                              || state.outputOffset != UInt64(first.bytes.count), "round \(round): wrong output accepted")
+                XCTAssertTrue(
+                    first.bytes.prefix(Int(min(state.outputOffset, UInt64(first.bytes.count)))) + second.bytes == plain
+                        || state.outputOffset != UInt64(first.bytes.count), "round \(round): wrong output accepted")
                 outcome = "decoded"
             } catch SluiceError.checkpointRefused {
                 outcome = "refused"
@@ -137,25 +138,40 @@ final class XzResumeTests: XCTestCase {
         case 3: s.block?.lzma.lp = small % 6
         case 4: s.block?.lzma.state = small % 20
         case 5: s.block?.lzma.reps[Int(small % 4)] = UInt32(truncatingIfNeeded: big)
-        case 6: if var p = s.block?.lzma.probabilities, !p.isEmpty {
-                    p[Int(big % UInt64(p.count))] = UInt8(truncatingIfNeeded: big >> 20); s.block?.lzma.probabilities = p }
+        case 6:
+            if var p = s.block?.lzma.probabilities, !p.isEmpty {
+                p[Int(big % UInt64(p.count))] = UInt8(truncatingIfNeeded: big >> 20)
+                s.block?.lzma.probabilities = p
+            }
         case 7: s.block?.lzma.probabilities.removeLast(2)
-        case 8: let history = s.block?.lzma.history ?? 0
-                s.block?.lzma.history = big % 3 == 0 ? big : history &- UInt64(small)
+        case 8:
+            let history = s.block?.lzma.history ?? 0
+            s.block?.lzma.history = big % 3 == 0 ? big : history &- UInt64(small)
         case 9: if let w = s.block?.lzma.window, !w.isEmpty { s.block?.lzma.window = w.dropFirst(Int(small) + 1) }
-        case 10: if var w = s.block?.lzma.window, !w.isEmpty { w[w.startIndex + Int(big % UInt64(w.count))] ^= 0x55; s.block?.lzma.window = w }
+        case 10:
+            if var w = s.block?.lzma.window, !w.isEmpty {
+                w[w.startIndex + Int(big % UInt64(w.count))] ^= 0x55
+                s.block?.lzma.window = w
+            }
         case 11: s.block?.lzma.needDictionaryReset.toggle()
         case 12: s.pending = Data((0..<Int(small)).map { _ in UInt8(truncatingIfNeeded: random.next()) })
-        case 13: if var h = s.block?.header, h.count > 2 { h[Int(big % UInt64(h.count))] ^= 1; s.block?.header = h }
+        case 13:
+            if var h = s.block?.header, h.count > 2 {
+                h[Int(big % UInt64(h.count))] ^= 1
+                s.block?.header = h
+            }
         case 14: s.phase = XzState.Phase.allCases[Int(big % UInt64(XzState.Phase.allCases.count))]
         case 15: s.block?.filters[0].held = Data(repeating: 0xE8, count: Int(small % 10))
         case 16: s.block?.filters[0].x86Mask = UInt32(truncatingIfNeeded: big)
         case 17: s.block?.filters[0].x86Previous = UInt32(truncatingIfNeeded: big)
         case 18: s.block?.check.crc = big
         case 19: s.block?.compressedSize = big
-        case 20: s.inputOffset = UInt64.max - UInt64(small); s.outputOffset = UInt64.max
-        default: let count = s.block?.lzma.probabilities.count ?? 0
-                 s.block?.lzma.probabilities = Data(repeating: 0, count: count)
+        case 20:
+            s.inputOffset = UInt64.max - UInt64(small)
+            s.outputOffset = UInt64.max
+        default:
+            let count = s.block?.lzma.probabilities.count ?? 0
+            s.block?.lzma.probabilities = Data(repeating: 0, count: count)
         }
     }
 }

@@ -41,9 +41,11 @@ final class ZstdDecoderTests: XCTestCase {
     func testFrameOptionsMatchZstd() throws {
         let dir = try makeTemporaryDirectory(self)
         let plain = makeTestData(count: 2_500_000, seed: 9)
-        for (args, streamed) in [("--long=27 -3", false), ("-T2 -5", false), ("--no-check -3", false),
-                                 ("--no-content-size -3", false), ("-3", true), ("--content-size -3", true),
-                                 ("-T2 -B100000 -3", true)] {
+        for (args, streamed) in [
+            ("--long=27 -3", false), ("-T2 -5", false), ("--no-check -3", false),
+            ("--no-content-size -3", false), ("-3", true), ("--content-size -3", true),
+            ("-T2 -B100000 -3", true),
+        ] {
             let zst = try zstdCompress(plain, args, streamed: streamed, in: dir)
             XCTAssertTrue(try Self.decode(zst, chunk: 100_003) == plain, "\(args) streamed=\(streamed)")
         }
@@ -54,7 +56,8 @@ final class ZstdDecoderTests: XCTestCase {
         let a = makeTestData(count: 200_000, seed: 1), b = Array(makeTestData(count: 50_000, seed: 2))
         let empty = try zstdCompress([], "-3", in: dir)
         let streamedEmpty = try zstdCompress([], "-3", streamed: true, in: dir)
-        let zst = try zstdSkippableFrame([1, 2, 3], nibble: 5) + zstdCompress(a, "-19", in: dir) + empty
+        let zst =
+            try zstdSkippableFrame([1, 2, 3], nibble: 5) + zstdCompress(a, "-19", in: dir) + empty
             + zstdSkippableFrame([]) + zstdCompress(b, "--no-check -1", streamed: true, in: dir) + streamedEmpty
             + zstdSkippableFrame(Array(repeating: 9, count: 70_000), nibble: 15)
         for chunk in [1, 999, 1 << 20] {
@@ -167,8 +170,10 @@ final class ZstdDecoderTests: XCTestCase {
         return sum.digest
     }
 
-    private func expectCorrupt(_ zst: [UInt8], _ words: String, windowLimit: UInt64 = 128 << 20,
-                               file: StaticString = #filePath, line: UInt = #line) {
+    private func expectCorrupt(
+        _ zst: [UInt8], _ words: String, windowLimit: UInt64 = 128 << 20,
+        file: StaticString = #filePath, line: UInt = #line
+    ) {
         XCTAssertThrowsError(try Self.decode(zst, windowLimit: windowLimit), file: file, line: line) { error in
             guard case SluiceError.corruptData(let format, _, let reason)? = error as? SluiceError, format == "zstd" else {
                 return XCTFail("unexpected \(error)", file: file, line: line)

@@ -21,7 +21,8 @@ final class ZstdRestoreTests: XCTestCase {
         let runs = [UInt8](repeating: 3, count: 200_000) + Array(text.prefix(30_000))
         var rng = SeededRandom(seed: 3)
         let random = (0..<60_000).map { _ in UInt8.random(in: 0...255, using: &rng) }
-        let multi = try zstdCompress(Array(text.prefix(100_000)), "-19", in: dir) + zstdSkippableFrame([1, 2, 3, 4])
+        let multi =
+            try zstdCompress(Array(text.prefix(100_000)), "-19", in: dir) + zstdSkippableFrame([1, 2, 3, 4])
             + zstdCompress([], "-3", in: dir) + zstdCompress(runs, "--no-check -1", streamed: true, in: dir)
             + zstdCompress(random, "-3", in: dir)
         return [
@@ -135,8 +136,9 @@ final class ZstdRestoreTests: XCTestCase {
                         // Edits of the position alone shift the output; compare what was decoded after the cut.
                         let fresh = Array(chain.sink.bytes.suffix(from: min(chain.sink.bytes.count, first.sink.bytes.count)))
                         let expected = Array(plain.suffix(from: first.sink.bytes.count))
-                        XCTAssertTrue(fresh == expected || state.outputOffset != original.outputOffset,
-                                      "\(name) cut \(cut) (\(cutIndex)) edit \(edit): decoded differently without an error")
+                        XCTAssertTrue(
+                            fresh == expected || state.outputOffset != original.outputOffset,
+                            "\(name) cut \(cut) (\(cutIndex)) edit \(edit): decoded differently without an error")
                     } catch let error as SluiceError {
                         guard case .corruptData = error else { return XCTFail("\(name) edit \(edit): \(error)") }
                     }
@@ -169,7 +171,11 @@ final class ZstdRestoreTests: XCTestCase {
         { s, r in s.frame?.huffmanTree = Data((0..<Int.random(in: 1...140, using: &r)).map { _ in UInt8.random(in: 0...255, using: &r) }) },
         { s, _ in s.frame?.huffmanTree = Data([0x80]) },
         { s, _ in if let h = s.frame?.huffmanTree, h.count > 1 { s.frame!.huffmanTree = h.dropLast() } },
-        { s, r in setTable(&s, Int.random(in: 0...2, using: &r), ZstdTableState(kind: .compressed, description: Data((0..<Int.random(in: 1...40, using: &r)).map { _ in UInt8.random(in: 0...255, using: &r) }))) },
+        { s, r in
+            setTable(
+                &s, Int.random(in: 0...2, using: &r),
+                ZstdTableState(kind: .compressed, description: Data((0..<Int.random(in: 1...40, using: &r)).map { _ in UInt8.random(in: 0...255, using: &r) })))
+        },
         { s, _ in setTable(&s, 1, ZstdTableState(kind: .rle, symbol: 200)) },
         { s, _ in setTable(&s, 2, ZstdTableState(kind: .rle, symbol: nil)) },
         { s, _ in setTable(&s, 0, ZstdTableState(kind: .none)) },

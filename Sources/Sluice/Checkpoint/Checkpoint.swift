@@ -55,7 +55,10 @@ public struct Checkpoint: Codable, Sendable, Equatable {
     /// then checks its MAC with `key` (nil: this user has no key yet). An unauthenticated
     /// one throws `CheckpointDistrust`; nothing in it has been acted on.
     static func decode(_ data: Data, path: String, key: CheckpointKey?) throws -> Checkpoint {
-        struct Header: Decodable { var format: String?; var version: Int? }
+        struct Header: Decodable {
+            var format: String?
+            var version: Int?
+        }
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .iso8601
         decoder.keyDecodingStrategy = .convertFromSnakeCase
@@ -84,12 +87,17 @@ public struct Checkpoint: Codable, Sendable, Equatable {
 
     private func authenticate(with key: CheckpointKey?, path: String) throws {
         guard let key else {
-            throw CheckpointDistrust(path: path, reason: "there is no checkpoint key to check it with (\(CheckpointKey.directory())/key is missing: another machine or user wrote it, or the key was removed)")
+            throw CheckpointDistrust(
+                path: path,
+                reason:
+                    "there is no checkpoint key to check it with (\(CheckpointKey.directory())/key is missing: another machine or user wrote it, or the key was removed)"
+            )
         }
         // Compared in constant time, so the comparison does not leak how much matched.
         guard let stored = mac.map({ Array($0.utf8) }), let unsealed = try? unsealedBytes(),
-              case let expected = Array((Self.macScheme + hex(key.mac(unsealed))).utf8),
-              stored.count == expected.count, CRYPTO_memcmp(stored, expected, expected.count) == 0 else {
+            case let expected = Array((Self.macScheme + hex(key.mac(unsealed))).utf8),
+            stored.count == expected.count, CRYPTO_memcmp(stored, expected, expected.count) == 0
+        else {
             throw CheckpointDistrust(path: path, reason: "its authentication code does not match (it was changed, damaged, or written with another key)")
         }
     }

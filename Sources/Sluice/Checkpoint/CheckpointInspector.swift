@@ -48,8 +48,9 @@ public struct CheckpointInspector {
         source.location = DisplayText.url(source.location)
         source.etag = source.etag.map(DisplayText.escaped)
         source.lastModified = source.lastModified.map(DisplayText.escaped)
-        let shownSpec = DisplayText.escaped((try? PipelineSpec(parsing: checkpoint.spec))?.redactedDescription
-                                            ?? DisplayText.redactedURL(checkpoint.spec))
+        let shownSpec = DisplayText.escaped(
+            (try? PipelineSpec(parsing: checkpoint.spec))?.redactedDescription
+                ?? DisplayText.redactedURL(checkpoint.spec))
         if json {
             var sourceObject: [String: Any] = ["kind": source.kind, "location": source.location, "offset": source.offset]
             if let etag = source.etag { sourceObject["etag"] = etag }

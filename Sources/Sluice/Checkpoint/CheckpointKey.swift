@@ -89,7 +89,9 @@ public struct CheckpointKey: Sendable {
         var st = stat()
         guard fstat(fd, &st) == 0 else { throw SluiceError.io(path: path, operation: "stat", errno: errno) }
         guard (st.st_mode & S_IFMT) == S_IFREG, st.st_uid == geteuid(), st.st_mode & 0o077 == 0, st.st_size == size else {
-            throw SluiceError.usage("the checkpoint key \(path) must be a \(size)-byte regular file owned by you with mode 0600; remove it to have a new one made (checkpoints made with it will then start over)")
+            throw SluiceError.usage(
+                "the checkpoint key \(path) must be a \(size)-byte regular file owned by you with mode 0600; remove it to have a new one made (checkpoints made with it will then start over)"
+            )
         }
         var bytes = [UInt8](repeating: 0, count: size)
         let n = try bytes.withUnsafeMutableBytes { try POSIX.read(fd, into: $0, path: path) }

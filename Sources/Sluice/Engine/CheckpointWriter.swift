@@ -16,8 +16,10 @@ final class CheckpointWriter: @unchecked Sendable {
     private var failure: SluiceError?
 
     /// Throws when its thread cannot be started (exit 6).
-    init(store: CheckpointStore, spec: String, control: RunControl,
-         startThread: EngineThread.Starter = EngineThread.start) throws(SluiceError) {
+    init(
+        store: CheckpointStore, spec: String, control: RunControl,
+        startThread: EngineThread.Starter = EngineThread.start
+    ) throws(SluiceError) {
         self.store = store
         self.spec = spec
         self.control = control

@@ -28,13 +28,15 @@ public enum EngineThread {
         defer { pthread_attr_destroy(&attributes) }
         pthread_attr_setdetachstate(&attributes, Int32(PTHREAD_CREATE_DETACHED))
         var thread = pthread_t()
-        let code = pthread_create(&thread, &attributes, { raw in
-            guard let raw else { return nil }
-            let body = Unmanaged<Body>.fromOpaque(raw).takeRetainedValue()
-            Thread.current.name = body.name  // for debuggers and `top -H`
-            body.run()
-            return nil
-        }, context)
+        let code = pthread_create(
+            &thread, &attributes,
+            { raw in
+                guard let raw else { return nil }
+                let body = Unmanaged<Body>.fromOpaque(raw).takeRetainedValue()
+                Thread.current.name = body.name  // for debuggers and `top -H`
+                body.run()
+                return nil
+            }, context)
         if code != 0 {
             Unmanaged<Body>.fromOpaque(context).release()
             throw refused(name, errno: code)

@@ -100,8 +100,10 @@ public final class Pipeline: Sendable {
         var checkpoint: Checkpoint?
         var restartReason: String?
         let stored = try store?.read() ?? .none
-        switch RunStart.decide(restart: options.restart, stored: stored, sinkCanStartOver: output != nil,
-                               mismatch: { self.mismatch($0, storedAt: store?.path ?? "") }) {
+        switch RunStart.decide(
+            restart: options.restart, stored: stored, sinkCanStartOver: output != nil,
+            mismatch: { self.mismatch($0, storedAt: store?.path ?? "") })
+        {
         case .fresh: break
         case .resume(let saved): checkpoint = saved
         case .refuse(let error): throw error
@@ -121,13 +123,15 @@ public final class Pipeline: Sendable {
         var startedOver = false
         while true {
             let outcome = runOnce(resumingFrom: checkpoint, store: store)
-            let facts = AfterAttempt.Facts(sinkCanStartOver: output != nil, startedOver: startedOver,
-                                           resumed: checkpoint != nil, checkpointKept: store?.exists ?? false)
+            let facts = AfterAttempt.Facts(
+                sinkCanStartOver: output != nil, startedOver: startedOver,
+                resumed: checkpoint != nil, checkpointKept: store?.exists ?? false)
             switch AfterAttempt.decide(outcome, facts) {
             case .finished(let sourceBytes):
                 store?.remove()
-                return RunReport(resumedAt: restartReason == nil ? resumedAt : nil, restartReason: restartReason,
-                                 sourceBytes: sourceBytes, seconds: Date().timeIntervalSince(started))
+                return RunReport(
+                    resumedAt: restartReason == nil ? resumedAt : nil, restartReason: restartReason,
+                    sourceBytes: sourceBytes, seconds: Date().timeIntervalSince(started))
             case .fail(let error, let discard):
                 if discard {
                     store?.remove()
@@ -161,9 +165,11 @@ public final class Pipeline: Sendable {
         }
         // One lock file under two spellings (`--checkpoint ./out.sluice`) is one lock: taking
         // it twice would refuse the run as its own rival.
-        if let checkpointPath, !locks.contains(where: {
-            RunPaths.canonicalName($0.path) == RunPaths.canonicalName(checkpointPath + ".lock")
-        }) {
+        if let checkpointPath,
+            !locks.contains(where: {
+                RunPaths.canonicalName($0.path) == RunPaths.canonicalName(checkpointPath + ".lock")
+            })
+        {
             locks.append(RunLock(path: checkpointPath + ".lock"))
         }
         return locks
@@ -213,7 +219,9 @@ public final class Pipeline: Sendable {
     /// Runs the stages; `reached` follows the source offset, so a failure says where it stood.
     private func attempt(resumingFrom checkpoint: Checkpoint?, store: CheckpointStore?, reached: inout UInt64) throws -> UInt64 {
         // Interval 0 writes no checkpoints; an existing one is still honoured and locked.
-        let writer = options.checkpointInterval == 0 ? nil
+        let writer =
+            options.checkpointInterval == 0
+            ? nil
             : try store.map { try CheckpointWriter(store: $0, spec: spec.checkpointIdentity, control: control) }
         defer { writer?.stop() }
         let built: StageChain
@@ -231,8 +239,9 @@ public final class Pipeline: Sendable {
         control.progress.emit(.start(spec: spec.redactedDescription, total: checkpoint?.source.totalLength, resumedAt: checkpoint?.source.offset))
         var seal: (@Sendable (Cut) -> Void)?
         if let writer { seal = { cut in writer.submit(cut) } }
-        let head = PipelineHead(source: built.source, next: built.first, startOffset: startOffset,
-                                interval: options.checkpointInterval, control: control, seal: seal)
+        let head = PipelineHead(
+            source: built.source, next: built.first, startOffset: startOffset,
+            interval: options.checkpointInterval, control: control, seal: seal)
         do {
             // A checkpoint before the first byte: a kill before the first interval then
             // resumes at the start instead of guessing (stdout appending to a file needs it).

@@ -18,8 +18,10 @@ final class PipelineHead: ByteSink {
     private static let reportInterval: UInt64 = 100_000_000
 
     /// - Parameter seal: where sealed cuts go (the checkpoint writer); nil disables barriers.
-    init(source: ByteSource, next: ByteSink, startOffset: UInt64, interval: UInt64,
-         control: RunControl, seal: (@Sendable (Cut) -> Void)?) {
+    init(
+        source: ByteSource, next: ByteSink, startOffset: UInt64, interval: UInt64,
+        control: RunControl, seal: (@Sendable (Cut) -> Void)?
+    ) {
         self.source = source
         self.next = next
         self.offset = startOffset
@@ -42,8 +44,10 @@ final class PipelineHead: ByteSink {
         let now = DispatchTime.now().uptimeNanoseconds
         if now >= nextReport {
             nextReport = now + Self.reportInterval
-            control.progress.emit(.progress(sourceOffset: offset, total: source.state(at: offset).totalLength,
-                                            outputBytes: control.outputBytes))
+            control.progress.emit(
+                .progress(
+                    sourceOffset: offset, total: source.state(at: offset).totalLength,
+                    outputBytes: control.outputBytes))
         }
     }
 

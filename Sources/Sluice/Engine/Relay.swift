@@ -23,8 +23,10 @@ final class Relay: BufferLendingSink, @unchecked Sendable {
     private let batcher: RelayBatcher
 
     /// Throws when the consumer thread cannot be started (exit 6), leaving nothing running.
-    init(next: ByteSink, control: RunControl, name: String, bufferCount: Int = 8, bufferSize: Int = 256 * 1024,
-         startThread: EngineThread.Starter = EngineThread.start) throws(SluiceError) {
+    init(
+        next: ByteSink, control: RunControl, name: String, bufferCount: Int = 8, bufferSize: Int = 256 * 1024,
+        startThread: EngineThread.Starter = EngineThread.start
+    ) throws(SluiceError) {
         self.next = next
         self.control = control
         let buffers = (0..<bufferCount).map { _ in UnsafeMutableRawBufferPointer.allocate(byteCount: bufferSize, alignment: 64) }
@@ -224,8 +226,10 @@ final class RelayBatcher {
     static let maxDelay: UInt64 = 20_000_000
 
     /// `now`: a monotonic clock in nanoseconds (tests pass their own).
-    init(buffers: [UnsafeMutableRawBufferPointer], queue: RelayQueue,
-         now: @escaping () -> UInt64 = { DispatchTime.now().uptimeNanoseconds }) {
+    init(
+        buffers: [UnsafeMutableRawBufferPointer], queue: RelayQueue,
+        now: @escaping () -> UInt64 = { DispatchTime.now().uptimeNanoseconds }
+    ) {
         self.buffers = buffers
         self.queue = queue
         self.now = now

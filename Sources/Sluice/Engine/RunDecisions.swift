@@ -23,8 +23,10 @@ enum RunStart: Equatable {
     /// - Parameter mismatch: why a valid checkpoint does not belong to this pipeline, or nil.
     /// - Parameter sinkCanStartOver: the sink can take back what it wrote (a file sink can;
     ///   stdout cannot, so it refuses a checkpoint it cannot trust).
-    static func decide(restart: Bool, stored: StoredCheckpoint, sinkCanStartOver: Bool = true,
-                       mismatch: (Checkpoint) -> SluiceError?) -> RunStart {
+    static func decide(
+        restart: Bool, stored: StoredCheckpoint, sinkCanStartOver: Bool = true,
+        mismatch: (Checkpoint) -> SluiceError?
+    ) -> RunStart {
         switch (restart, stored) {
         case (_, .foreign(let path)):
             // Not ours: never used, and --restart does not remove it either.

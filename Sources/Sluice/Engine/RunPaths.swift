@@ -43,8 +43,9 @@ struct RunPaths {
         /// files that do not exist yet.
         var canonical: @Sendable (String) -> String
 
-        static let live = Probe(lstat: { POSIX.lstatFacts($0) }, stat: { POSIX.statFacts($0) },
-                                canonical: { RunPaths.canonicalName($0) })
+        static let live = Probe(
+            lstat: { POSIX.lstatFacts($0) }, stat: { POSIX.statFacts($0) },
+            canonical: { RunPaths.canonicalName($0) })
     }
 
     let names: [Name]

@@ -16,7 +16,8 @@ public enum DisplayText {
                 continue
             }
             let hex = String(scalar.value, radix: 16, uppercase: true)
-            out += scalar.value < 0x100
+            out +=
+                scalar.value < 0x100
                 ? "\\x" + String(repeating: "0", count: 2 - hex.count) + hex
                 : "\\u{" + hex + "}"
         }

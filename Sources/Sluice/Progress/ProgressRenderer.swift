@@ -108,10 +108,11 @@ public final class ProgressRenderer: Sendable {
                 let now = Date()
                 guard now.timeIntervalSince(s.lastDraw) >= 0.1 else { return }
                 s.lastDraw = now
-                let line = Self.barLine(offset: offset, total: s.total, resumed: s.resumed,
-                                        rate: Double(offset - min(offset, s.attemptOffset)) / max(now.timeIntervalSince(s.attemptStart), 0.001),
-                                        columns: Self.terminalColumns(),
-                                        connections: s.connections)
+                let line = Self.barLine(
+                    offset: offset, total: s.total, resumed: s.resumed,
+                    rate: Double(offset - min(offset, s.attemptOffset)) / max(now.timeIntervalSince(s.attemptStart), 0.001),
+                    columns: Self.terminalColumns(),
+                    connections: s.connections)
                 write("\r\u{1b}[2K" + line)
                 s.drawn = true
             case .done, .error:
@@ -127,8 +128,10 @@ public final class ProgressRenderer: Sendable {
     /// some terminals, and every redraw would leave a stale line behind). Parts go in order
     /// of least use when space is short: the bar shrinks, then ETA, rate, "(resumed)" and
     /// the bar itself go; the byte counts stay (cut as a last resort).
-    static func barLine(offset: UInt64, total: UInt64?, resumed: Bool, rate: Double, columns: Int = 80,
-                        connections: Int? = nil) -> String {
+    static func barLine(
+        offset: UInt64, total: UInt64?, resumed: Bool, rate: Double, columns: Int = 80,
+        connections: Int? = nil
+    ) -> String {
         let room = max(1, columns - 1)
         var fraction: Double?
         var counts = formatBytes(offset)

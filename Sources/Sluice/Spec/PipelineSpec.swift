@@ -77,7 +77,8 @@ public struct PipelineSpec: Equatable, Sendable, CustomStringConvertible {
         var options: [String: String] = [:]
         for word in rest {
             guard let equals = word.text.firstIndex(of: "="),
-                  let rule = kind.options.first(where: { $0.name == word.text[..<equals] }) else {
+                let rule = kind.options.first(where: { $0.name == word.text[..<equals] })
+            else {
                 throw SpecError(unexpected(word.text, for: kind), at: word)
             }
             guard options[rule.name] == nil else {
@@ -107,8 +108,10 @@ public struct PipelineSpec: Equatable, Sendable, CustomStringConvertible {
         return "'\(kind.word)' does not take '\(word)' (its options: \(names))"
     }
 
-    private static func checkOrder(_ stages: [(StageSpec, SpecToken)], endOfText: SpecToken,
-                                   kinds: [StageKind]) throws(SpecError) {
+    private static func checkOrder(
+        _ stages: [(StageSpec, SpecToken)], endOfText: SpecToken,
+        kinds: [StageKind]
+    ) throws(SpecError) {
         guard let (first, firstToken) = stages.first else {
             throw SpecError("the pipeline spec is empty", at: endOfText)
         }

@@ -53,9 +53,11 @@ public final class Decompressor: ForwardingSink {
     private var xz: XzDecoder?
     private var zstd: ZstdDecoder?
 
-    public init(next: ByteSink, engine: InflateEngineKind = .fastest, resumable: Bool = true,
-                zstdWindowLimit: UInt64 = 128 << 20, xzMemoryLimit: UInt64 = 256 << 20,
-                restoring state: DecompressState? = nil) throws {
+    public init(
+        next: ByteSink, engine: InflateEngineKind = .fastest, resumable: Bool = true,
+        zstdWindowLimit: UInt64 = 128 << 20, xzMemoryLimit: UInt64 = 256 << 20,
+        restoring state: DecompressState? = nil
+    ) throws {
         self.next = next
         self.engine = engine
         self.resumable = resumable
@@ -115,9 +117,11 @@ public final class Decompressor: ForwardingSink {
 
     public func finish() throws {
         guard let decoder else {
-            throw SluiceError.corruptData(format: "compressed", offset: UInt64(seen.count), reason: seen.isEmpty
-                ? "unexpected end of data: no data at all"
-                : "unexpected end of data: \(Self.describe(seen)) is too short to tell gzip, xz or zstd")
+            throw SluiceError.corruptData(
+                format: "compressed", offset: UInt64(seen.count),
+                reason: seen.isEmpty
+                    ? "unexpected end of data: no data at all"
+                    : "unexpected end of data: \(Self.describe(seen)) is too short to tell gzip, xz or zstd")
         }
         try decoder.finish()
     }
@@ -169,9 +173,10 @@ extension StageKind {
         summary: "transform: gunzip, unxz or unzstd, chosen by the input's magic number",
         cost: { _ in StageCost(nsPerByte: 4, expansion: 4) }, state: DecompressState.self
     ) { spec, next, context, saved in
-        try Decompressor(next: next, engine: context.options.engine,
-                         resumable: saved != nil || context.options.checkpointInterval > 0,
-                         zstdWindowLimit: ZstdDecoder.windowLimit(spec),
-                         xzMemoryLimit: spec.option("memlimit").flatMap(UInt64.init) ?? (256 << 20), restoring: saved)
+        try Decompressor(
+            next: next, engine: context.options.engine,
+            resumable: saved != nil || context.options.checkpointInterval > 0,
+            zstdWindowLimit: ZstdDecoder.windowLimit(spec),
+            xzMemoryLimit: spec.option("memlimit").flatMap(UInt64.init) ?? (256 << 20), restoring: saved)
     }
 }

@@ -84,7 +84,8 @@ public final class FileSink: TerminalSink {
             // whose file would become PATH): it is removed and a new one made.
             if fresh, let found = POSIX.lstatFacts(path), found.kind == .regular, found.links == 1 {
                 if unlink(path) != 0 && errno != ENOENT {
-                    throw SluiceError.unsafePath(path: path, reason: "a file is there that sluice cannot remove (\(String(cString: strerror(errno)))); it may be another user's")
+                    throw SluiceError.unsafePath(
+                        path: path, reason: "a file is there that sluice cannot remove (\(String(cString: strerror(errno)))); it may be another user's")
                 }
                 continue
             }
@@ -178,8 +179,10 @@ extension FileSink {
         let partial = partialPath(for: path)
         // PATH must be a regular file or nothing (a FIFO or device is never replaced);
         // the partial file is never a link, a FIFO or a device.
-        return OutputTarget(path: path, partialPath: partial, preflight: {
-            if let problem = RunPaths.fileOutputProblem(path) ?? RunPaths.writtenFileProblem(partial) { throw problem }
-        }, discardPartial: { discard(path: path) })
+        return OutputTarget(
+            path: path, partialPath: partial,
+            preflight: {
+                if let problem = RunPaths.fileOutputProblem(path) ?? RunPaths.writtenFileProblem(partial) { throw problem }
+            }, discardPartial: { discard(path: path) })
     }
 }

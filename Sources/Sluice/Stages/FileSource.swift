@@ -18,8 +18,10 @@ public final class FileSource: ByteSource {
     /// A FIFO or device: reads wait in poll(), where a stop reaches them.
     private let mayBlock: Bool
 
-    public init(path: String, resumeFrom saved: SourceState? = nil, control: RunControl? = nil,
-                chunkSize: Int = 256 * 1024) throws {
+    public init(
+        path: String, resumeFrom saved: SourceState? = nil, control: RunControl? = nil,
+        chunkSize: Int = 256 * 1024
+    ) throws {
         self.path = path
         self.control = control
         // O_NONBLOCK: opening a FIFO no writer has opened yet would block, deaf to a stop;
@@ -44,9 +46,11 @@ public final class FileSource: ByteSource {
                 throw SluiceError.checkpointRefused(path: "(read stage)", reason: "its offset \(saved.offset) lies past the end of \(path)")
             }
             if saved.totalLength != size || saved.lastModified != modified {
-                throw SourceChanged(location: path, reason: saved.totalLength != size
-                    ? "its size is now \(size) bytes, was \(saved.totalLength.map(String.init) ?? "unknown")"
-                    : "its modification time changed")
+                throw SourceChanged(
+                    location: path,
+                    reason: saved.totalLength != size
+                        ? "its size is now \(size) bytes, was \(saved.totalLength.map(String.init) ?? "unknown")"
+                        : "its modification time changed")
             }
             // A pipe or device cannot be rewound: like stdin, it cannot be resumed.
             guard (st.st_mode & S_IFMT) == S_IFREG || saved.offset == 0 else {

@@ -55,8 +55,10 @@ public final class GzipDecoder: ByteSink {
 
     /// - Parameter resumable: false when no checkpoint will ever be asked for; lets the
     ///   zlib engine skip tracking its restart points.
-    public init(engine: InflateEngineKind = .fastest, next: ByteSink,
-                resumable: Bool = true, restoring state: GzipState? = nil) throws {
+    public init(
+        engine: InflateEngineKind = .fastest, next: ByteSink,
+        resumable: Bool = true, restoring state: GzipState? = nil
+    ) throws {
         self.engineKind = engine
         self.next = next
         let crc32: (UInt32, UnsafeRawBufferPointer) -> UInt32
@@ -173,15 +175,22 @@ public final class GzipDecoder: ByteSink {
 
     /// The decoder's exact state after every byte written so far.
     public func snapshot() -> GzipState {
-        var state = GzipState(engine: engineKind, phase: .between, compressedOffset: compressedOffset,
-                              outputOffset: output.total, membersDone: membersDone,
-                              memberCrc: output.memberCRC, memberLength: output.memberLength)
+        var state = GzipState(
+            engine: engineKind, phase: .between, compressedOffset: compressedOffset,
+            outputOffset: output.total, membersDone: membersDone,
+            memberCrc: output.memberCRC, memberLength: output.memberLength)
         switch phase {
         case .between: break
         case .padding: state.phase = .padding
-        case .header(let header): state.phase = .header; state.header = header
-        case .deflate(let engine): state.phase = .deflate; state.deflate = engine.snapshot()
-        case .trailer(let trailer): state.phase = .trailer; state.trailer = trailer
+        case .header(let header):
+            state.phase = .header
+            state.header = header
+        case .deflate(let engine):
+            state.phase = .deflate
+            state.deflate = engine.snapshot()
+        case .trailer(let trailer):
+            state.phase = .trailer
+            state.trailer = trailer
         }
         return state
     }
@@ -191,12 +200,15 @@ public final class GzipDecoder: ByteSink {
         guard state.engine == engineKind else {
             throw SluiceError.checkpointRefused(
                 path: "(gunzip stage)",
-                reason: "it was made by the \(state.engine.rawValue) inflate engine, this run uses \(engineKind.rawValue) (pass --engine \(state.engine.rawValue) to resume it)")
+                reason:
+                    "it was made by the \(state.engine.rawValue) inflate engine, this run uses \(engineKind.rawValue) (pass --engine \(state.engine.rawValue) to resume it)"
+            )
         }
         // Counters that later arithmetic adds to: far beyond anything a real run reaches.
         let limit = UInt64(Int64.max)
         guard (0..<Int.max).contains(state.membersDone), state.compressedOffset <= limit, state.outputOffset <= limit,
-              state.memberLength <= state.outputOffset else {
+            state.memberLength <= state.outputOffset
+        else {
             throw malformed("a counter is out of range")
         }
         compressedOffset = state.compressedOffset
@@ -338,7 +350,8 @@ extension StageKind {
         state: GzipState.self
     ) { _, next, context, saved in
         // Without checkpoints the zlib engine need not track its restart points.
-        try GzipDecoder(engine: context.options.engine, next: next,
-                        resumable: saved != nil || context.options.checkpointInterval > 0, restoring: saved)
+        try GzipDecoder(
+            engine: context.options.engine, next: next,
+            resumable: saved != nil || context.options.checkpointInterval > 0, restoring: saved)
     }
 }

@@ -44,8 +44,9 @@ public final class HTTPSource: ByteSource {
         self.options = options
         self.control = control
         redirects = RedirectPolicy(original: start)
-        policy = RetryPolicy(retries: options.retries,
-                             backoff: RetryBackoff(base: options.backoffBase, maxRetryAfter: options.maxRetryAfter))
+        policy = RetryPolicy(
+            retries: options.retries,
+            backoff: RetryBackoff(base: options.backoffBase, maxRetryAfter: options.maxRetryAfter))
         startOffset = resumeFrom?.offset ?? 0
         // Offsets become curl_off_t and Range values: a checkpoint claiming more is damaged.
         guard startOffset <= HTTPNumber.maximum else {
@@ -68,9 +69,10 @@ public final class HTTPSource: ByteSource {
 
     public func state(at offset: UInt64) -> SourceState {
         let seen = firstSeen.withLock { $0 }
-        return SourceState(kind: "fetch", location: shownURL, offset: offset, etag: seen?.etag,
-                           lastModified: seen?.lastModified, totalLength: seen?.totalLength,
-                           lastModifiedIsStrong: seen?.lastModifiedIsStrong == true ? true : nil)
+        return SourceState(
+            kind: "fetch", location: shownURL, offset: offset, etag: seen?.etag,
+            lastModified: seen?.lastModified, totalLength: seen?.totalLength,
+            lastModifiedIsStrong: seen?.lastModifiedIsStrong == true ? true : nil)
     }
 
     /// The connection count asked for (nil: the default rule).
@@ -91,9 +93,11 @@ public final class HTTPSource: ByteSource {
     /// range); between attempts `RetryPolicy` decides. `screen` sees every final response head
     /// before the ResumeJudge and may override its verdict (MultiFetch's extra connections);
     /// `connection` is a handle to reuse (one per MultiFetch connection), or nil for a new one.
-    func transfer(from first: UInt64, until: UInt64? = nil, deadline: Double?, into sink: ByteSink,
-                  control: RunControl, over connection: CurlTransfer? = nil,
-                  screen: ((HTTPResponseHead) -> ResponseVerdict?)? = nil) throws {
+    func transfer(
+        from first: UInt64, until: UInt64? = nil, deadline: Double?, into sink: ByteSink,
+        control: RunControl, over connection: CurlTransfer? = nil,
+        screen: ((HTTPResponseHead) -> ResponseVerdict?)? = nil
+    ) throws {
         guard let transfer = connection ?? CurlTransfer(options: options) else {
             throw SluiceError.transfer(url: shownURL, reason: "libcurl could not be initialised")
         }
@@ -106,15 +110,17 @@ public final class HTTPSource: ByteSource {
             let before = offset
             let failure: FetchFailure
             do {
-                try attempt(transfer, from: &location, offset: &offset, until: until, deadline: deadline, into: sink,
-                            control: control, screen: screen)
+                try attempt(
+                    transfer, from: &location, offset: &offset, until: until, deadline: deadline, into: sink,
+                    control: control, screen: screen)
                 return
             } catch let caught as FetchFailure {
                 failure = caught
             }
-            let decision = policy.decide(failure, streak: &streak, progressed: offset > before,
-                                         atRedirectTarget: location != start,
-                                         secondsLeft: deadline.map { $0 - Monotonic.seconds() })
+            let decision = policy.decide(
+                failure, streak: &streak, progressed: offset > before,
+                atRedirectTarget: location != start,
+                secondsLeft: deadline.map { $0 - Monotonic.seconds() })
             switch decision {
             case .giveUp(let reason):
                 throw SluiceError.transfer(url: shownURL, reason: scrub(reason))
@@ -131,21 +137,27 @@ public final class HTTPSource: ByteSource {
     /// One attempt: requests from `offset`, following redirects, and streams the body on.
     /// Returns when the whole resource has been delivered; throws FetchFailure (or the
     /// sink's error, or the run's failure when stopped). `AttemptJudge` decides each step.
-    private func attempt(_ transfer: CurlTransfer, from location: inout FetchURL, offset: inout UInt64,
-                         until: UInt64?, deadline: Double?, into sink: ByteSink, control: RunControl,
-                         screen: ((HTTPResponseHead) -> ResponseVerdict?)?) throws {
+    private func attempt(
+        _ transfer: CurlTransfer, from location: inout FetchURL, offset: inout UInt64,
+        until: UInt64?, deadline: Double?, into sink: ByteSink, control: RunControl,
+        screen: ((HTTPResponseHead) -> ResponseVerdict?)?
+    ) throws {
         var current = location
         var hops = 0
-        let limits = TransferLimits(stallTimeout: options.stallTimeout, speedLimit: options.speedLimit,
-                                    speedTime: options.speedTime, deadline: deadline)
+        let limits = TransferLimits(
+            stallTimeout: options.stallTimeout, speedLimit: options.speedLimit,
+            speedTime: options.speedTime, deadline: deadline)
         while true {
             let known = firstSeen.withLock { $0 }
             let requested = offset
-            let judge = ResumeJudge(offset: requested, known: known, server: current.authority,
-                                    requireProof: requireProof && requested == startOffset)
-            let outcome = transfer.perform(request(for: current, offset: offset, until: until, known: known),
-                                           offset: requested, into: sink, control: control,
-                                           limits: limits) { [self] head in
+            let judge = ResumeJudge(
+                offset: requested, known: known, server: current.authority,
+                requireProof: requireProof && requested == startOffset)
+            let outcome = transfer.perform(
+                request(for: current, offset: offset, until: until, known: known),
+                offset: requested, into: sink, control: control,
+                limits: limits
+            ) { [self] head in
                 let verdict = screen?(head) ?? judge.judge(head)
                 // Recorded before the first byte moves, so every cut carries them.
                 if case .deliver(_, let seen, _) = verdict, requested == 0 || known == nil {
@@ -165,9 +177,10 @@ public final class HTTPSource: ByteSource {
             if case .deliver? = outcome.verdict { location = current }
             // A segment: everything asked for has arrived.
             if let until, offset >= until, case .deliver? = outcome.verdict { return }
-            let facts = PerformFacts(code: outcome.code, message: outcome.message, verdict: outcome.verdict, trip: trip,
-                                     skipLeft: outcome.skipLeft, requested: requested, offset: offset,
-                                     knownTotal: firstSeen.withLock { $0?.totalLength })
+            let facts = PerformFacts(
+                code: outcome.code, message: outcome.message, verdict: outcome.verdict, trip: trip,
+                skipLeft: outcome.skipLeft, requested: requested, offset: offset,
+                knownTotal: firstSeen.withLock { $0?.totalLength })
             switch AttemptJudge.next(after: facts, url: current, limits: limits) {
             case .finished:
                 return
@@ -204,7 +217,8 @@ public final class HTTPSource: ByteSource {
     /// scrubbing from free text (a one-letter value would mangle every message).
     private static func secrets(in url: String) -> [String] {
         guard let parts = URLComponents(string: url) else { return [] }
-        let values = [parts.password, parts.percentEncodedPassword] + (parts.percentEncodedQueryItems ?? []).map(\.value)
+        let values =
+            [parts.password, parts.percentEncodedPassword] + (parts.percentEncodedQueryItems ?? []).map(\.value)
             + (parts.queryItems ?? []).map(\.value)
         return Array(Set(values.compactMap { $0 }.filter { $0.count >= 4 })).sorted { $0.count > $1.count }
     }
@@ -217,12 +231,19 @@ extension HTTPSource {
 extension StageKind {
     static let fetch = StageKind.source(
         "fetch",
-        arguments: [StageArgument("URL", "a URL (http://, https:// or file://)") { text throws(StageWordError) in
-            try URLCheck.validate(text)
-            return text
-        }],
-        options: [.integer("connections", "ranged connections, delivered in order (default: 4 when the server"
-                           + " answers ranges and at least 64 MiB remain, else 1)", in: 1...MultiFetch.maxConnections).transport()],
+        arguments: [
+            StageArgument("URL", "a URL (http://, https:// or file://)") { text throws(StageWordError) in
+                try URLCheck.validate(text)
+                return text
+            }
+        ],
+        options: [
+            .integer(
+                "connections",
+                "ranged connections, delivered in order (default: 4 when the server"
+                    + " answers ranges and at least 64 MiB remain, else 1)", in: 1...MultiFetch.maxConnections
+            ).transport()
+        ],
         summary: "source: http://, https://, file:// (libcurl); resumed with Range/If-Range",
         nsPerByte: 0.3
     ) { spec, context, saved in

@@ -79,9 +79,11 @@ func hex(_ bytes: [UInt8]) -> String {
 extension StageKind {
     static let verify = StageKind.transform(
         "verify",
-        arguments: [StageArgument("sha256:HEX", "a digest, sha256:HEX") { text throws(StageWordError) in
-            try "sha256:" + SHA256Verifier.parseDigest(text)
-        }],
+        arguments: [
+            StageArgument("sha256:HEX", "a digest, sha256:HEX") { text throws(StageWordError) in
+                try "sha256:" + SHA256Verifier.parseDigest(text)
+            }
+        ],
         summary: "transform: passes bytes through; at the end the SHA-256 must equal HEX",
         cost: { _ in StageCost(nsPerByte: 1.0) }, state: SHA256State.self
     ) { spec, next, _, saved in
@@ -100,7 +102,8 @@ extension SHA256Verifier {
         let isHex: (UInt8) -> Bool = { (0x30...0x39).contains($0) || (0x41...0x46).contains($0) || (0x61...0x66).contains($0) }
         guard digits.count == 64, digits.allSatisfy(isHex) else {
             let count = String(decoding: digits, as: UTF8.self).count
-            throw StageWordError("'\(text)' is not a SHA-256 digest: expected 64 hex digits, got \(count) characters\(digits.allSatisfy(isHex) ? "" : " with non-hex ones")")
+            throw StageWordError(
+                "'\(text)' is not a SHA-256 digest: expected 64 hex digits, got \(count) characters\(digits.allSatisfy(isHex) ? "" : " with non-hex ones")")
         }
         return String(decoding: digits, as: UTF8.self).lowercased()
     }
@@ -121,7 +124,8 @@ extension SHA256_CTX {
     /// A context continuing from a saved midstate; nil when the state is malformed.
     init?(restoring state: SHA256State) {
         guard state.words.count == 8, state.partialBlock.count < 64,
-              UInt64(state.partialBlock.count) == state.bytesHashed % 64 else { return nil }
+            UInt64(state.partialBlock.count) == state.bytesHashed % 64
+        else { return nil }
         self.init()
         SHA256_Init(&self)
         withUnsafeMutableBytes(of: &h) { raw in

@@ -24,8 +24,9 @@ public struct StageKind: Sendable {
     enum Factory: Sendable {
         case source(@Sendable (StageSpec, StageContext, SourceState?) throws -> ByteSource)
         case transform(@Sendable (StageSpec, ByteSink, StageContext, (any StageStateValue)?) throws -> ByteSink)
-        case sink(@Sendable (StageSpec, StageContext, (any StageStateValue)?) throws -> ByteSink,
-                  output: @Sendable (StageSpec) -> OutputTarget?)
+        case sink(
+            @Sendable (StageSpec, StageContext, (any StageStateValue)?) throws -> ByteSink,
+            output: @Sendable (StageSpec) -> OutputTarget?)
     }
 
     /// `fetch URL connections=N`: how the stage is written, for `--help` and messages.
@@ -44,11 +45,14 @@ public struct StageKind: Sendable {
 }
 
 extension StageKind {
-    static func source(_ word: String, arguments: [StageArgument] = [], options: [StageOption] = [],
-                       summary: String, nsPerByte: Double,
-                       make: @escaping @Sendable (StageSpec, StageContext, SourceState?) throws -> ByteSource) -> StageKind {
-        StageKind(word: word, role: .source, arguments: arguments, options: options, summary: summary,
-                  cost: { _ in StageCost(nsPerByte: nsPerByte) }, stateType: nil, factory: .source(make))
+    static func source(
+        _ word: String, arguments: [StageArgument] = [], options: [StageOption] = [],
+        summary: String, nsPerByte: Double,
+        make: @escaping @Sendable (StageSpec, StageContext, SourceState?) throws -> ByteSource
+    ) -> StageKind {
+        StageKind(
+            word: word, role: .source, arguments: arguments, options: options, summary: summary,
+            cost: { _ in StageCost(nsPerByte: nsPerByte) }, stateType: nil, factory: .source(make))
     }
 
     static func transform<State: StageStateValue>(
@@ -56,11 +60,12 @@ extension StageKind {
         cost: @escaping @Sendable (PipelineOptions) -> StageCost, state: State.Type,
         make: @escaping @Sendable (StageSpec, ByteSink, StageContext, State?) throws -> ByteSink
     ) -> StageKind {
-        StageKind(word: word, role: .transform, arguments: arguments, options: options, summary: summary,
-                  cost: cost, stateType: state,
-                  factory: .transform { spec, next, context, saved in
-                      try make(spec, next, context, try typed(saved, as: State.self))
-                  })
+        StageKind(
+            word: word, role: .transform, arguments: arguments, options: options, summary: summary,
+            cost: cost, stateType: state,
+            factory: .transform { spec, next, context, saved in
+                try make(spec, next, context, try typed(saved, as: State.self))
+            })
     }
 
     static func sink<State: StageStateValue>(
@@ -69,10 +74,12 @@ extension StageKind {
         output: @escaping @Sendable (StageSpec) -> OutputTarget?,
         make: @escaping @Sendable (StageSpec, StageContext, State?) throws -> ByteSink
     ) -> StageKind {
-        StageKind(word: word, role: .sink, arguments: arguments, options: options, summary: summary,
-                  cost: { _ in StageCost(nsPerByte: nsPerByte) }, stateType: state,
-                  factory: .sink({ spec, context, saved in try make(spec, context, try typed(saved, as: State.self)) },
-                                 output: output))
+        StageKind(
+            word: word, role: .sink, arguments: arguments, options: options, summary: summary,
+            cost: { _ in StageCost(nsPerByte: nsPerByte) }, stateType: state,
+            factory: .sink(
+                { spec, context, saved in try make(spec, context, try typed(saved, as: State.self)) },
+                output: output))
     }
 
     private static func typed<State: StageStateValue>(_ saved: (any StageStateValue)?, as: State.Type) throws -> State? {
@@ -126,8 +133,10 @@ public struct StageOption: Sendable {
     public private(set) var isTransport = false
     let check: @Sendable (String) throws(StageWordError) -> String
 
-    init(_ name: String, _ valueName: String, _ summary: String,
-         check: @escaping @Sendable (String) throws(StageWordError) -> String) {
+    init(
+        _ name: String, _ valueName: String, _ summary: String,
+        check: @escaping @Sendable (String) throws(StageWordError) -> String
+    ) {
         self.name = name
         self.valueName = valueName
         self.summary = summary

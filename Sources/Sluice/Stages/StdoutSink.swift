@@ -16,8 +16,10 @@ public struct StdoutSinkState: StageStateValue {
     /// `bytesWritten` bytes before `fileSize` back and compares.
     public var crc64: UInt64
 
-    public init(bytesWritten: UInt64, fileSize: UInt64? = nil, startFileSize: UInt64? = nil, file: FileIdentity? = nil,
-                crc64: UInt64 = 0) {
+    public init(
+        bytesWritten: UInt64, fileSize: UInt64? = nil, startFileSize: UInt64? = nil, file: FileIdentity? = nil,
+        crc64: UInt64 = 0
+    ) {
         self.bytesWritten = bytesWritten
         self.fileSize = fileSize
         self.startFileSize = startFileSize
@@ -90,7 +92,8 @@ public final class StdoutSink: TerminalSink {
         defer { close(reader) }
         var mine = stat(), theirs = stat()
         guard fstat(fd, &mine) == 0, fstat(reader, &theirs) == 0,
-              mine.st_dev == theirs.st_dev, mine.st_ino == theirs.st_ino else {
+            mine.st_dev == theirs.st_dev, mine.st_ino == theirs.st_ino
+        else {
             throw SluiceError.io(path: "stdout", operation: "reopen for reading", errno: ESTALE)
         }
         let read = try OutputChecksum.of(reader, from: size - state.bytesWritten, count: state.bytesWritten, path: "stdout")
@@ -118,7 +121,9 @@ public final class StdoutSink: TerminalSink {
             let current = now.map { "device \($0.device) inode \($0.inode)" } ?? "unknown"
             throw SluiceError.unsafePath(
                 path: "stdout",
-                reason: "it is not the file the checkpoint recorded (device \(recorded.device) inode \(recorded.inode), stdout is \(current)), so sluice will not \(action); append (>>) to that same file")
+                reason:
+                    "it is not the file the checkpoint recorded (device \(recorded.device) inode \(recorded.inode), stdout is \(current)), so sluice will not \(action); append (>>) to that same file"
+            )
         }
     }
 
@@ -131,8 +136,9 @@ public final class StdoutSink: TerminalSink {
     public var notices: [String] { resumeNote.map { [$0] } ?? [] }
 
     public func snapshot() -> StdoutSinkState {
-        StdoutSinkState(bytesWritten: bytesWritten, fileSize: isFile ? POSIX.fileSize(fd) : nil, startFileSize: startFileSize,
-                        file: identity, crc64: checksum.value)
+        StdoutSinkState(
+            bytesWritten: bytesWritten, fileSize: isFile ? POSIX.fileSize(fd) : nil, startFileSize: startFileSize,
+            file: identity, crc64: checksum.value)
     }
 
     public func durability() throws -> (@Sendable () throws -> Void)? {

@@ -57,8 +57,10 @@ public final class UntarSink: TerminalSink, TarEventHandler {
     /// a checkpoint: the partial tree must still be what the checkpoint describes.
     /// `resumable`: checkpoints will be taken, so the current file's CRC is kept as it is
     /// written (without, a cut computes it by reading the file back).
-    public init(directory: String, strip: Int = 0, restoring state: UntarState? = nil, resumable: Bool = true,
-                notify: @escaping (String) -> Void = { _ in }) throws {
+    public init(
+        directory: String, strip: Int = 0, restoring state: UntarState? = nil, resumable: Bool = true,
+        notify: @escaping (String) -> Void = { _ in }
+    ) throws {
         self.resumable = resumable
         guard (0...Self.maxStrip).contains(strip) else { throw SluiceError.usage("untar strip=\(strip): expected 0 to \(Self.maxStrip)") }
         self.directory = directory
@@ -126,8 +128,9 @@ public final class UntarSink: TerminalSink, TarEventHandler {
             for (_, dir) in ordered {
                 try extractor.completeDirectory(dir.memberPath, mode: dir.mode, mtime: dir.mtime)
             }
-            try extractor.completeDirectory(MemberPath(components: []), mode: rootMetadata?.mode ?? 0o755,
-                                            mtime: rootMetadata?.mtime ?? Self.now())
+            try extractor.completeDirectory(
+                MemberPath(components: []), mode: rootMetadata?.mode ?? 0o755,
+                mtime: rootMetadata?.mtime ?? Self.now())
         } catch {
             throw Self.sluiceError(error, offset: reader.state.offset)
         }
@@ -146,11 +149,13 @@ public final class UntarSink: TerminalSink, TarEventHandler {
         if var file = current {
             extendCRC(&file)
             current = file
-            saved = UntarState.CurrentFile(path: ByteString(file.path.joined), written: file.written, crc32: file.crc,
-                                           mode: file.mode, mtime: file.mtime, needsChmod: file.needsChmod)
+            saved = UntarState.CurrentFile(
+                path: ByteString(file.path.joined), written: file.written, crc32: file.crc,
+                mode: file.mode, mtime: file.mtime, needsChmod: file.needsChmod)
         }
-        return UntarState(directory: directory, strip: strip, reader: reader.state, current: saved,
-                          directories: directories, root: rootMetadata)
+        return UntarState(
+            directory: directory, strip: strip, reader: reader.state, current: saved,
+            directories: directories, root: rootMetadata)
     }
 
     /// syncfs on the destination: one call makes every file and directory entry since the
@@ -169,7 +174,10 @@ public final class UntarSink: TerminalSink, TarEventHandler {
             let want = Int(min(UInt64(buffer.count), file.written - file.crcCovers))
             let n = buffer.withUnsafeMutableBytes { pread(file.fd, $0.baseAddress, want, off_t(file.crcCovers)) }
             // A read failure leaves a CRC the resume will not match: it starts over, never trusts.
-            guard n > 0 else { file.crc = ~file.crc; return }
+            guard n > 0 else {
+                file.crc = ~file.crc
+                return
+            }
             file.crc = buffer.withUnsafeBytes { Self.crc32(file.crc, UnsafeRawBufferPointer(rebasing: $0[..<n])) }
             file.crcCovers += UInt64(n)
         }
@@ -188,12 +196,14 @@ public final class UntarSink: TerminalSink, TarEventHandler {
         }
         var st = stat()
         guard fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG,
-              st.st_size >= 0, UInt64(st.st_size) >= saved.written else {
+            st.st_size >= 0, UInt64(st.st_size) >= saved.written
+        else {
             close(fd)
             throw PartialOutputChanged(path: shown, reason: "the file being written at the checkpoint is shorter than recorded or not a plain file")
         }
-        var file = OpenFile(fd: fd, path: path, mode: saved.mode, mtime: saved.mtime, needsChmod: saved.needsChmod,
-                            written: saved.written, crc: 0, crcCovers: 0)
+        var file = OpenFile(
+            fd: fd, path: path, mode: saved.mode, mtime: saved.mtime, needsChmod: saved.needsChmod,
+            written: saved.written, crc: 0, crcCovers: 0)
         extendCRC(&file)
         guard file.crc == saved.crc32 else {
             close(fd)
@@ -214,8 +224,9 @@ public final class UntarSink: TerminalSink, TarEventHandler {
         do {
             try extract(entry)
         } catch let refusal as PathRefusal {
-            throw SluiceError.corruptData(format: "tar", offset: entry.offset,
-                                          reason: "member \(TarName.display(entry.path)) \(refusal.reason); refused")
+            throw SluiceError.corruptData(
+                format: "tar", offset: entry.offset,
+                reason: "member \(TarName.display(entry.path)) \(refusal.reason); refused")
         } catch let error as ExtractError {
             throw Self.sluiceError(error, offset: entry.offset, member: entry.path)
         }
@@ -226,8 +237,9 @@ public final class UntarSink: TerminalSink, TarEventHandler {
         switch entry.kind {
         case .regular:
             let (fd, needsChmod) = try extractor.createFile(path, mode: entry.mode)
-            current = OpenFile(fd: fd, path: path, mode: entry.mode, mtime: entry.mtime, needsChmod: needsChmod,
-                               written: 0, crc: 0, crcCovers: 0, headerOffset: entry.offset)
+            current = OpenFile(
+                fd: fd, path: path, mode: entry.mode, mtime: entry.mtime, needsChmod: needsChmod,
+                written: 0, crc: 0, crcCovers: 0, headerOffset: entry.offset)
         case .directory:
             let metadata = DirectoryMetadata(path: ByteString(path.joined), mode: entry.mode, mtime: entry.mtime)
             if path.components.isEmpty {
@@ -258,7 +270,7 @@ public final class UntarSink: TerminalSink, TarEventHandler {
     }
 
     func tarData(_ bytes: UnsafeRawBufferPointer) throws {
-        guard let fd = current?.fd else { return }   // a member whose data is not extracted
+        guard let fd = current?.fd else { return }  // a member whose data is not extracted
         try POSIX.writeAll(fd, bytes, path: partialPath)
         current?.written &+= UInt64(bytes.count)
         // While the bytes are in cache (ISA-L's CRC runs at many GB/s); otherwise a cut reads them back.
@@ -315,7 +327,8 @@ public final class UntarSink: TerminalSink, TarEventHandler {
         func refuse(_ why: String) -> SluiceError { .checkpointRefused(path: "(untar stage)", reason: why) }
         guard state.directory == directory, state.strip == strip else { throw refuse("it was written for another untar stage") }
         guard state.directories.count <= maxDirectories,
-              state.directories.reduce(0, { $0 + 18 + $1.path.bytes.count }) <= maxDirectoryBytes else {
+            state.directories.reduce(0, { $0 + 18 + $1.path.bytes.count }) <= maxDirectoryBytes
+        else {
             throw refuse("it lists too many directories")
         }
         for dir in state.directories where MemberPath.restored(dir.path.bytes)?.components.isEmpty != false {
@@ -380,9 +393,12 @@ public struct DirectoryMetadata: Codable, Sendable, Equatable {
         }
         while at < bytes.count {
             guard let mode = take(UInt32.self), let seconds = take(Int64.self), let nanos = take(Int32.self),
-                  let length = take(UInt16.self), bytes.count - at >= Int(length) else { return nil }
-            list.append(DirectoryMetadata(path: ByteString(Array(bytes[at..<(at + Int(length))])), mode: mode,
-                                          mtime: TarTime(seconds: seconds, nanoseconds: nanos)))
+                let length = take(UInt16.self), bytes.count - at >= Int(length)
+            else { return nil }
+            list.append(
+                DirectoryMetadata(
+                    path: ByteString(Array(bytes[at..<(at + Int(length))])), mode: mode,
+                    mtime: TarTime(seconds: seconds, nanoseconds: nanos)))
             at += Int(length)
         }
         return list
@@ -439,8 +455,10 @@ public struct UntarState: StageStateValue {
         try c.encode(ByteString(DirectoryMetadata.pack(directories)), forKey: .directories)
     }
 
-    init(directory: String, strip: Int, reader: TarReaderState, current: CurrentFile?,
-         directories: [DirectoryMetadata], root: DirectoryMetadata?) {
+    init(
+        directory: String, strip: Int, reader: TarReaderState, current: CurrentFile?,
+        directories: [DirectoryMetadata], root: DirectoryMetadata?
+    ) {
         self.directory = directory
         self.strip = strip
         self.reader = reader
@@ -469,9 +487,10 @@ extension UntarSink {
     /// DIR, its partial tree, and the refusals before anything is touched: DIR may be
     /// missing or an empty directory, nothing else (not a file, not a symlink).
     static func output(directory: String) -> OutputTarget {
-        OutputTarget(path: directory, partialPath: partialPath(for: directory),
-                     preflight: { try preflight(directory: directory) },
-                     discardPartial: { discard(directory: directory) })
+        OutputTarget(
+            path: directory, partialPath: partialPath(for: directory),
+            preflight: { try preflight(directory: directory) },
+            discardPartial: { discard(directory: directory) })
     }
 
     static func preflight(directory: String) throws {
@@ -514,9 +533,10 @@ extension StageKind {
         output: { spec in UntarSink.output(directory: spec.arguments[0]) }
     ) { spec, context, saved in
         let progress = context.control.progress
-        return try UntarSink(directory: spec.arguments[0], strip: spec.option("strip").flatMap { Int($0) } ?? 0,
-                             restoring: saved, resumable: saved != nil || context.options.checkpointInterval > 0,
-                             notify: { progress.emit(.notice($0)) })
+        return try UntarSink(
+            directory: spec.arguments[0], strip: spec.option("strip").flatMap { Int($0) } ?? 0,
+            restoring: saved, resumable: saved != nil || context.options.checkpointInterval > 0,
+            notify: { progress.emit(.notice($0)) })
     }
 }
 

@@ -156,8 +156,8 @@ public final class XzDecoder: ForwardingSink {
             phase = .chunk
         case .chunk:
             let header = try Lzma2Decoder.headerLength(control: unit[0])
-            if unit.count == 1 && header > 1 { return }   // the control byte alone: gather the rest
-            if unit.count == header && header > 1 { return }   // header done: gather the payload
+            if unit.count == 1 && header > 1 { return }  // the control byte alone: gather the rest
+            if unit.count == header && header > 1 { return }  // header done: gather the payload
             try chunkDone(unit)
         case .blockPadding:
             guard unit.allSatisfy({ $0 == 0 }) else { throw XzFormatError("block padding is not zero") }
@@ -239,9 +239,10 @@ public final class XzDecoder: ForwardingSink {
 
     private func endIndex() throws {
         guard index.records == blocks else {
-            throw XzFormatError(index.records.count == blocks.count
-                ? "the index disagrees with the blocks' sizes"
-                : "the index lists \(index.records.count) blocks, the stream has \(blocks.count)")
+            throw XzFormatError(
+                index.records.count == blocks.count
+                    ? "the index disagrees with the blocks' sizes"
+                    : "the index lists \(index.records.count) blocks, the stream has \(blocks.count)")
         }
         phase = .streamFooter
     }
@@ -285,13 +286,15 @@ public final class XzDecoder: ForwardingSink {
     // MARK: State
 
     public func snapshot() -> XzState {
-        XzState(version: XzState.currentVersion, phase: phase, inputOffset: inputOffset, outputOffset: outputOffset,
-                pending: Data(pending.prefix(pendingCount)), streamsDone: streamsDone, paddingRun: paddingRun,
-                streamFlags: streamFlags, blocks: blocks, index: phase == .index || phase == .streamFooter ? index : nil,
-                block: block.map { b in
-                    XzBlockState(header: b.headerBytes, compressedSize: b.compressedSize, uncompressedSize: b.uncompressedSize,
-                                 check: b.check.snapshot(), lzma: b.lzma2.snapshot(), filters: b.filters.snapshot())
-                })
+        XzState(
+            version: XzState.currentVersion, phase: phase, inputOffset: inputOffset, outputOffset: outputOffset,
+            pending: Data(pending.prefix(pendingCount)), streamsDone: streamsDone, paddingRun: paddingRun,
+            streamFlags: streamFlags, blocks: blocks, index: phase == .index || phase == .streamFooter ? index : nil,
+            block: block.map { b in
+                XzBlockState(
+                    header: b.headerBytes, compressedSize: b.compressedSize, uncompressedSize: b.uncompressedSize,
+                    check: b.check.snapshot(), lzma: b.lzma2.snapshot(), filters: b.filters.snapshot())
+            })
     }
 
     private func restore(_ s: XzState) throws {
@@ -312,12 +315,14 @@ public final class XzDecoder: ForwardingSink {
         guard inBlock == (s.block != nil) else { throw XzStateError("block state present where there is no block, or missing") }
         if let saved = s.block {
             guard saved.header.count >= 8, saved.header.count <= 1024, saved.header.count % 4 == 0,
-                  Int(saved.header[saved.header.startIndex]) * 4 + 4 == saved.header.count else {
+                Int(saved.header[saved.header.startIndex]) * 4 + 4 == saved.header.count
+            else {
                 throw XzStateError("the block header is malformed")
             }
             let header = try saved.header.withUnsafeBytes { try XzBlockHeader($0, memoryLimit: memoryLimit) }
-            let restored = Block(headerBytes: saved.header, header: header,
-                                 check: try XzCheck(restoring: saved.check, kind: checkKind), lzma2: lzma2)
+            let restored = Block(
+                headerBytes: saved.header, header: header,
+                check: try XzCheck(restoring: saved.check, kind: checkKind), lzma2: lzma2)
             try restored.lzma2.restore(saved.lzma)
             try restored.filters.restore(saved.filters)
             restored.compressedSize = saved.compressedSize

@@ -94,9 +94,10 @@ public final class ZstdDecoder: ForwardingSink {
             } else if ZstdFrameHeader.isSkippable(magic) {
                 begin(.skippableSize, need: 4)
             } else {
-                throw ZstdFormatError(framesDone == 0
-                    ? "not zstd data (it starts with \(hexBytes(bytes)))"
-                    : "trailing garbage after frame \(framesDone) (bytes \(hexBytes(bytes)))")
+                throw ZstdFormatError(
+                    framesDone == 0
+                        ? "not zstd data (it starts with \(hexBytes(bytes)))"
+                        : "trailing garbage after frame \(framesDone) (bytes \(hexBytes(bytes)))")
             }
         case .frameHeader:
             let size = ZstdFrameHeader.size(descriptor: bytes[0])
@@ -210,7 +211,8 @@ public final class ZstdDecoder: ForwardingSink {
             let whereItStopped: String
             switch phase {
             case .magic:
-                whereItStopped = framesDone == 0
+                whereItStopped =
+                    framesDone == 0
                     ? (pendingCount == 0 ? "no zstd data at all" : "\(pendingCount) bytes are too short for a zstd frame")
                     : "\(pendingCount) bytes of trailing garbage after frame \(framesDone)"
             case .frameHeader: whereItStopped = "the stream ends inside a frame header"
@@ -233,9 +235,10 @@ public final class ZstdDecoder: ForwardingSink {
                 window: window.snapshot(), repeatOffsets: blocks.repeatOffsets, huffmanTree: blocks.huffmanTree,
                 sequenceTables: blocks.sequenceTables, checksum: frame!.hasChecksum ? checksum.saved : nil)
         }
-        return ZstdState(version: ZstdState.currentVersion, phase: phase, compressedOffset: compressedOffset,
-                         outputOffset: outputOffset, framesDone: framesDone,
-                         pending: Data(bytes: unit, count: pendingCount), skipRemaining: skipRemaining, frame: frameState)
+        return ZstdState(
+            version: ZstdState.currentVersion, phase: phase, compressedOffset: compressedOffset,
+            outputOffset: outputOffset, framesDone: framesDone,
+            pending: Data(bytes: unit, count: pendingCount), skipRemaining: skipRemaining, frame: frameState)
     }
 
     private func restore(_ state: ZstdState) throws {
@@ -268,7 +271,8 @@ public final class ZstdDecoder: ForwardingSink {
             need = type == 1 ? 1 : size
         }
         guard state.pending.count < max(need, 1), state.pending.count <= Self.pendingCapacity,
-              phase != .skippableContent || state.pending.isEmpty else {
+            phase != .skippableContent || state.pending.isEmpty
+        else {
             throw ZstdFormatError("it holds \(state.pending.count) pending bytes for a \(need)-byte unit")
         }
         pendingCount = state.pending.count
@@ -295,8 +299,9 @@ public final class ZstdDecoder: ForwardingSink {
         }
         if phase == .checksum && !header.hasChecksum { throw ZstdFormatError("it reads a checksum the frame does not have") }
         if phase == .block && saved.blockHeader == nil { throw ZstdFormatError("its block has no header") }
-        try blocks.restore(repeatOffsets: saved.repeatOffsets, huffmanTree: saved.huffmanTree,
-                           sequenceTables: saved.sequenceTables)
+        try blocks.restore(
+            repeatOffsets: saved.repeatOffsets, huffmanTree: saved.huffmanTree,
+            sequenceTables: saved.sequenceTables)
         frame = header
         frameHeaderBytes = Array(saved.header)
         frameOutput = saved.frameOutput

@@ -89,8 +89,10 @@ enum POSIX {
 
     /// Creates `path` as a new file, never following or reusing what is there: throws
     /// `.io` with EEXIST when the name is taken (by anything, a dangling link included).
-    static func createNew(_ path: String, access: Int32 = O_WRONLY, mode: mode_t = 0o600,
-                          operation: String = "create") throws -> Int32 {
+    static func createNew(
+        _ path: String, access: Int32 = O_WRONLY, mode: mode_t = 0o600,
+        operation: String = "create"
+    ) throws -> Int32 {
         let fd = open(path, access | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode)
         guard fd >= 0 else { throw SluiceError.io(path: path, operation: operation, errno: errno) }
         return fd
@@ -179,9 +181,10 @@ public struct FileFacts: Sendable, Equatable {
     }
 
     init(_ st: stat) {
-        self.init(kind: FileKind(mode: st.st_mode),
-                  identity: FileIdentity(device: UInt64(st.st_dev), inode: UInt64(st.st_ino)),
-                  links: UInt64(st.st_nlink), size: UInt64(max(0, st.st_size)))
+        self.init(
+            kind: FileKind(mode: st.st_mode),
+            identity: FileIdentity(device: UInt64(st.st_dev), inode: UInt64(st.st_ino)),
+            links: UInt64(st.st_nlink), size: UInt64(max(0, st.st_size)))
     }
 }
 

@@ -9,8 +9,10 @@ public struct OutputTarget: Sendable {
     private let check: @Sendable () throws -> Void
     private let discard: @Sendable () -> Void
 
-    init(path: String, partialPath: String, preflight: @escaping @Sendable () throws -> Void,
-         discardPartial: @escaping @Sendable () -> Void) {
+    init(
+        path: String, partialPath: String, preflight: @escaping @Sendable () throws -> Void,
+        discardPartial: @escaping @Sendable () -> Void
+    ) {
         self.path = path
         self.partialPath = partialPath
         self.check = preflight

@@ -14,9 +14,11 @@ public struct SourceState: Codable, Sendable, Equatable {
     /// the response's Date, RFC 9110 §8.8.2.2), so it may go into If-Range. Absent: not known.
     public var lastModifiedIsStrong: Bool?
 
-    public init(kind: String, location: String, offset: UInt64 = 0,
-                etag: String? = nil, lastModified: String? = nil, totalLength: UInt64? = nil,
-                lastModifiedIsStrong: Bool? = nil) {
+    public init(
+        kind: String, location: String, offset: UInt64 = 0,
+        etag: String? = nil, lastModified: String? = nil, totalLength: UInt64? = nil,
+        lastModifiedIsStrong: Bool? = nil
+    ) {
         self.kind = kind
         self.location = location
         self.offset = offset

@@ -32,8 +32,10 @@ extension POSIX {
     }
 
     /// `read`, waiting in `poll()` first when `fd` may block, so a stop ends the wait.
-    static func read(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, path: String,
-                     control: RunControl?, mayBlock: Bool) throws -> Int {
+    static func read(
+        _ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, path: String,
+        control: RunControl?, mayBlock: Bool
+    ) throws -> Int {
         if mayBlock { try waitReady(fd, for: Int32(POLLIN), control: control) }
         return try read(fd, into: buffer, path: path)
     }
@@ -91,7 +93,8 @@ final class StoppableWriter {
             // Without a descriptor of its own (no /proc), wait first: the write may still
             // block once the reader falls behind again, but not before a stop is seen.
             if !ownsDescriptor && !isSocket { try POSIX.waitReady(fd, for: Int32(POLLOUT), control: control) }
-            let n = isSocket
+            let n =
+                isSocket
                 ? send(fd, base + offset, bytes.count - offset, Int32(MSG_DONTWAIT | MSG_NOSIGNAL))
                 : write(fd, base + offset, bytes.count - offset)
             if n >= 0 {

@@ -19,7 +19,8 @@ final class IsalInflater: DeflateEngine {
     /// The lookup tables as last checked by `checkTables` (zeroed: no table yet).
     private let checkedTables: UnsafeMutableRawPointer
     private static let tablesOffset = MemoryLayout<inflate_state>.offset(of: \.lit_huff_code) ?? 0
-    private static let tablesSize = (MemoryLayout<inflate_state>.offset(of: \.dist_huff_code) ?? 0)
+    private static let tablesSize =
+        (MemoryLayout<inflate_state>.offset(of: \.dist_huff_code) ?? 0)
         + MemoryLayout<inflate_huff_code_small>.size - tablesOffset
 
     init() throws {
@@ -42,7 +43,8 @@ final class IsalInflater: DeflateEngine {
                 reason: "its ISA-L inflate state comes from \(saved.layout), this build links \(Self.layout)")
         }
         guard saved.blob.count == MemoryLayout<inflate_state>.size else {
-            throw SluiceError.checkpointRefused(path: "(gunzip stage)", reason: "its ISA-L inflate state has \(saved.blob.count) bytes, not \(MemoryLayout<inflate_state>.size)")
+            throw SluiceError.checkpointRefused(
+                path: "(gunzip stage)", reason: "its ISA-L inflate state has \(saved.blob.count) bytes, not \(MemoryLayout<inflate_state>.size)")
         }
         saved.blob.withUnsafeBytes { blob in
             UnsafeMutableRawBufferPointer(start: UnsafeMutableRawPointer(state), count: blob.count).copyMemory(from: blob)
@@ -74,8 +76,10 @@ final class IsalInflater: DeflateEngine {
             try output.filled(produced)
             guard rc >= 0 else { throw GzipFormatError(Self.describe(rc)) }
             // A sound state always takes input or gives output; a damaged one could spin.
-            guard produced > 0 || availableBefore == 0 || state.pointee.avail_in < availableBefore
-                    || state.pointee.block_state == ISAL_BLOCK_FINISH else {
+            guard
+                produced > 0 || availableBefore == 0 || state.pointee.avail_in < availableBefore
+                    || state.pointee.block_state == ISAL_BLOCK_FINISH
+            else {
                 throw GzipFormatError("the inflate engine made no progress")
             }
             try checkTables()

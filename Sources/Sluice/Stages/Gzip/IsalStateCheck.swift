@@ -29,8 +29,10 @@ enum IsalStateCheck {
         let blockState = field(\.block_state, isal_block_state.self)
         let readInLength = field(\.read_in_length, Int32.self)
         let tmpOutValid = field(\.tmp_out_valid, Int32.self)
-        let states: [isal_block_state] = [ISAL_BLOCK_NEW_HDR, ISAL_BLOCK_HDR, ISAL_BLOCK_TYPE0, ISAL_BLOCK_CODED,
-                                           ISAL_BLOCK_INPUT_DONE, ISAL_BLOCK_FINISH]
+        let states: [isal_block_state] = [
+            ISAL_BLOCK_NEW_HDR, ISAL_BLOCK_HDR, ISAL_BLOCK_TYPE0, ISAL_BLOCK_CODED,
+            ISAL_BLOCK_INPUT_DONE, ISAL_BLOCK_FINISH,
+        ]
         let checks: [(Bool, String)] = [
             (states.contains(blockState), "block_state"),
             ((0...64).contains(readInLength), "read_in_length"),
@@ -148,7 +150,8 @@ enum IsalStateCheck {
         }
 
         @inline(__always) func short(_ i: Int) -> UInt32 {
-            shortStride == 4 ? base.load(fromByteOffset: 4 * i, as: UInt32.self)
+            shortStride == 4
+                ? base.load(fromByteOffset: 4 * i, as: UInt32.self)
                 : UInt32(base.load(fromByteOffset: 2 * i, as: UInt16.self))
         }
 
@@ -175,7 +178,8 @@ enum IsalStateCheck {
             for i in 0..<shortCount {
                 guard let run = run(short(i)) else { continue }
                 guard run.maxLength > shortBits, run.maxLength <= 21,
-                      run.start + (1 << (run.maxLength - shortBits)) <= longCount else { return false }
+                    run.start + (1 << (run.maxLength - shortBits)) <= longCount
+                else { return false }
             }
             return true
         }
@@ -193,7 +197,10 @@ enum IsalStateCheck {
             mutating func saw(length: Int, symbol: UInt32?) {
                 if let only = onlyLength, only != length { mixedLengths = true }
                 if onlyLength == nil { onlyLength = length }
-                guard let symbol else { mixedSymbols = true; return }
+                guard let symbol else {
+                    mixedSymbols = true
+                    return
+                }
                 if let first = firstSymbol, first != symbol { mixedSymbols = true }
                 if firstSymbol == nil { firstSymbol = symbol }
             }
@@ -263,7 +270,8 @@ enum IsalStateCheck {
     /// A table of `size` bytes: 2^`bits` short entries of `stride` bytes, then 16-bit long entries.
     private static func table<T>(in s: UnsafeRawPointer, at field: KeyPath<inflate_state, T>, size: Int, stride: Int, bits: Int) -> Table {
         let shortCount = 1 << bits
-        return Table(base: s + (MemoryLayout<inflate_state>.offset(of: field) ?? 0), shortCount: shortCount,
-                     shortStride: stride, longCount: (size - stride * shortCount) / 2, shortBits: bits)
+        return Table(
+            base: s + (MemoryLayout<inflate_state>.offset(of: field) ?? 0), shortCount: shortCount,
+            shortStride: stride, longCount: (size - stride * shortCount) / 2, shortBits: bits)
     }
 }

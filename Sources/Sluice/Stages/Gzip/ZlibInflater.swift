@@ -62,7 +62,10 @@ final class ZlibInflater: DeflateEngine {
         let start = UnsafeMutablePointer(mutating: base.assumingMemoryBound(to: Bytef.self))
         stream.next_in = start
         stream.avail_in = uInt(input.count)
-        defer { stream.next_in = nil; stream.avail_in = 0 }
+        defer {
+            stream.next_in = nil
+            stream.avail_in = 0
+        }
         while true {
             let before = stream.next_in!
             let room = try output.room()
@@ -106,8 +109,10 @@ final class ZlibInflater: DeflateEngine {
     }
 
     func snapshot() -> DeflateState {
-        .zlib(ZlibRestartPoint(bits: boundaryBits, bitValue: boundaryBitValue,
-                               window: Data(window[0..<windowCount]), replay: Data(replay), replayOutput: replayOutput))
+        .zlib(
+            ZlibRestartPoint(
+                bits: boundaryBits, bitValue: boundaryBitValue,
+                window: Data(window[0..<windowCount]), replay: Data(replay), replayOutput: replayOutput))
     }
 
     /// CRC-32 (gzip polynomial) continued over `bytes`.

@@ -115,10 +115,13 @@ final class CurlTransfer {
     /// response's head before any body byte moves; anything but `.deliver` ends the request.
     /// `offset`: the source offset the response's body starts at (after any skip), so the
     /// verdict's `end` bounds what may be delivered.
-    func perform(_ request: CurlRequest, offset: UInt64, into sink: ByteSink, control: RunControl,
-                 limits: TransferLimits, decide: @escaping (HTTPResponseHead) -> ResponseVerdict) -> CurlOutcome {
-        let context = TransferContext(sink: sink, control: control, offset: offset, watch: TransferWatch(limits, now: Monotonic.seconds()),
-                                      decide: decide)
+    func perform(
+        _ request: CurlRequest, offset: UInt64, into sink: ByteSink, control: RunControl,
+        limits: TransferLimits, decide: @escaping (HTTPResponseHead) -> ResponseVerdict
+    ) -> CurlOutcome {
+        let context = TransferContext(
+            sink: sink, control: control, offset: offset, watch: TransferWatch(limits, now: Monotonic.seconds()),
+            decide: decide)
         var headers: UnsafeMutablePointer<curl_slist>?
         for line in request.headers { headers = curl_slist_append(headers, line) }
         defer {
@@ -142,9 +145,10 @@ final class CurlTransfer {
         if code == CURLE_OK && context.verdict == nil { context.decideNow() }
 
         let detail = String(cString: errorBuffer)
-        return CurlOutcome(code: code, verdict: context.verdict, interruption: context.interruption,
-                           delivered: context.delivered, skipLeft: context.skip,
-                           message: detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail)
+        return CurlOutcome(
+            code: code, verdict: context.verdict, interruption: context.interruption,
+            delivered: context.delivered, skipLeft: context.skip,
+            message: detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail)
     }
 }
 
@@ -168,8 +172,10 @@ private final class TransferContext {
     private var room: UInt64?
     private(set) var delivered: UInt64 = 0
 
-    init(sink: ByteSink, control: RunControl, offset: UInt64, watch: TransferWatch,
-         decide: @escaping (HTTPResponseHead) -> ResponseVerdict) {
+    init(
+        sink: ByteSink, control: RunControl, offset: UInt64, watch: TransferWatch,
+        decide: @escaping (HTTPResponseHead) -> ResponseVerdict
+    ) {
         self.sink = sink
         self.control = control
         self.offset = offset

@@ -40,14 +40,18 @@ enum AttemptJudge {
             case .stalled:
                 return .fail(.transient("no data from \(server) for \(seconds(limits.stallTimeout)) s"))
             case .tooSlow:
-                return .fail(.tooSlow("\(server) sent less than \(limits.speedLimit) bytes/s for"
-                                        + " \(seconds(limits.speedTime)) s (--speed-limit, --speed-time)"))
+                return .fail(
+                    .tooSlow(
+                        "\(server) sent less than \(limits.speedLimit) bytes/s for"
+                            + " \(seconds(limits.speedTime)) s (--speed-limit, --speed-time)"))
             case .deadline:
                 return .fail(.outOfTime("the --max-time deadline passed at source byte \(facts.offset)"))
             case .overran:
                 let end = facts.offset
-                return .fail(.malformed("\(server) sent more bytes than its response announced (it should have"
-                                        + " ended at source byte \(end)); the bytes past that end were not used"))
+                return .fail(
+                    .malformed(
+                        "\(server) sent more bytes than its response announced (it should have"
+                            + " ended at source byte \(end)); the bytes past that end were not used"))
             }
         }
         switch facts.verdict {
@@ -112,8 +116,10 @@ struct RetryPolicy {
     ///   - atRedirectTarget: the attempt went straight to where an earlier redirect led.
     ///   - secondsLeft: until `--max-time`, when one is set.
     ///   - jitter: in 0.5...1, scales the backoff (random in production).
-    func decide(_ failure: FetchFailure, streak: inout Streak, progressed: Bool, atRedirectTarget: Bool,
-                secondsLeft: Double?, jitter: Double = Double.random(in: 0.5...1)) -> Decision {
+    func decide(
+        _ failure: FetchFailure, streak: inout Streak, progressed: Bool, atRedirectTarget: Bool,
+        secondsLeft: Double?, jitter: Double = Double.random(in: 0.5...1)
+    ) -> Decision {
         let reason: String
         var fromStart = false
         var retryAfter: Double?

@@ -25,14 +25,15 @@ enum FetchFailure: Error, Equatable {
     static func from(_ code: CURLcode, message: String, url: FetchURL) -> FetchFailure {
         switch code {
         case CURLE_COULDNT_CONNECT, CURLE_PARTIAL_FILE, CURLE_OPERATION_TIMEDOUT, CURLE_SEND_ERROR,
-             CURLE_RECV_ERROR, CURLE_GOT_NOTHING, CURLE_HTTP2, CURLE_HTTP2_STREAM, CURLE_SSL_CONNECT_ERROR,
-             CURLE_AGAIN, CURLE_HTTP3, CURLE_QUIC_CONNECT_ERROR:
+            CURLE_RECV_ERROR, CURLE_GOT_NOTHING, CURLE_HTTP2, CURLE_HTTP2_STREAM, CURLE_SSL_CONNECT_ERROR,
+            CURLE_AGAIN, CURLE_HTTP3, CURLE_QUIC_CONNECT_ERROR:
             return .transient(message)
         case CURLE_COULDNT_RESOLVE_HOST:
             return .permanent("cannot resolve host \(DisplayText.escaped(url.host)): \(message)")
         case CURLE_PEER_FAILED_VERIFICATION:
-            return .permanent("TLS certificate of \(DisplayText.escaped(url.authority)) could not be verified: \(message)"
-                              + " (pass --cacert FILE to trust a private CA)")
+            return .permanent(
+                "TLS certificate of \(DisplayText.escaped(url.authority)) could not be verified: \(message)"
+                    + " (pass --cacert FILE to trust a private CA)")
         case CURLE_SSL_CACERT_BADFILE:
             return .permanent("cannot use the CA certificate file: \(message)")
         case CURLE_FILE_COULDNT_READ_FILE:

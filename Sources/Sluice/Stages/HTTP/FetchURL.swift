@@ -38,8 +38,8 @@ struct FetchURL: Equatable {
         // As libcurl's own redirect code does: tolerate spaces, percent-encode what needs it.
         let flags = base == nil ? UInt32(0) : UInt32(CURLU_URLENCODE | CURLU_ALLOW_SPACE)
         guard text.withCString({ curl_url_set(handle, CURLUPART_URL, $0, flags) }) == CURLUE_OK,
-              let full = Self.part(handle, CURLUPART_URL),
-              let scheme = Self.part(handle, CURLUPART_SCHEME)?.lowercased()
+            let full = Self.part(handle, CURLUPART_URL),
+            let scheme = Self.part(handle, CURLUPART_SCHEME)?.lowercased()
         else { return nil }
         self.text = full
         self.scheme = scheme

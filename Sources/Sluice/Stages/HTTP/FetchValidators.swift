@@ -15,8 +15,9 @@ struct FetchValidators: Sendable, Equatable {
     }
 
     init(_ state: SourceState) {
-        self.init(etag: state.etag, lastModified: state.lastModified, totalLength: state.totalLength,
-                  lastModifiedIsStrong: state.lastModifiedIsStrong ?? false)
+        self.init(
+            etag: state.etag, lastModified: state.lastModified, totalLength: state.totalLength,
+            lastModifiedIsStrong: state.lastModifiedIsStrong ?? false)
     }
 
     /// The `If-Range` value (RFC 9110 §13.1.5): only a strong validator may be used there —
@@ -64,7 +65,8 @@ struct FetchValidators: Sendable, Equatable {
         guard contradiction(by: seen) == nil else { return false }
         if let old = etag, let new = seen.etag, !Self.isWeak(old), !Self.isWeak(new) { return true }
         guard let old = lastModified, let new = seen.lastModified, old == new,
-              let oldLength = totalLength, let newLength = seen.totalLength else { return false }
+            let oldLength = totalLength, let newLength = seen.totalLength
+        else { return false }
         return oldLength == newLength
     }
 

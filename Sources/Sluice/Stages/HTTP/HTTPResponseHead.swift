@@ -81,8 +81,9 @@ struct HTTPResponseHead {
     /// The validators this response carries; `totalLength` is the caller's to fill in,
     /// since where it comes from depends on the status.
     var validators: FetchValidators {
-        FetchValidators(etag: fields["etag"], lastModified: fields["last-modified"],
-                        lastModifiedIsStrong: lastModifiedIsStrong)
+        FetchValidators(
+            etag: fields["etag"], lastModified: fields["last-modified"],
+            lastModifiedIsStrong: lastModifiedIsStrong)
     }
 
     /// RFC 9110 §8.8.2.2: a Last-Modified at least one second older than the response's Date
@@ -173,7 +174,7 @@ struct ContentRange: Equatable {
         }
         let bounds = range.split(separator: "-", omittingEmptySubsequences: false)
         guard bounds.count == 2, let first = HTTPNumber.parse(bounds[0]), let last = HTTPNumber.parse(bounds[1]),
-              first <= last
+            first <= last
         else { return nil }
         if let total, last >= total { return nil }
         kind = .bytes(first: first, last: last)

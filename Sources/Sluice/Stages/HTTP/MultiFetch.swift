@@ -137,24 +137,28 @@ final class MultiFetch: @unchecked Sendable {
     /// overrides the ResumeJudge.
     private func plan(from head: HTTPResponseHead, start: UInt64) -> ResponseVerdict? {
         guard let status = head.status, status == 206 || (status == 200 && start == 0),
-              shared.withLock({ state in
-                  defer { state.decided = true }
-                  return !state.decided
-              }) else { return nil }
+            shared.withLock({ state in
+                defer { state.decided = true }
+                return !state.decided
+            })
+        else { return nil }
         let total = status == 206 ? head.contentRange?.total : head.contentLength
         guard let total, total > start else { return nil }
         let remaining = total - start
         let tuning = options.tuning
-        let wanted = min(options.connections ?? (remaining >= tuning.autoThreshold ? Self.autoConnections : 1),
-                         Self.maxConnections)
+        let wanted = min(
+            options.connections ?? (remaining >= tuning.autoThreshold ? Self.autoConnections : 1),
+            Self.maxConnections)
         guard wanted > 1 else { return nil }
 
         let answersRanges = status == 206 || (head["accept-ranges"]?.lowercased().contains("bytes") ?? false)
         let validators = head.validators
         let identified = validators.etag.map { !$0.hasPrefix("W/") } ?? false || validators.lastModified != nil
         guard answersRanges && identified else {
-            let why = answersRanges ? "sends no strong ETag or Last-Modified to check ranges against"
-                                    : "does not answer range requests"
+            let why =
+                answersRanges
+                ? "sends no strong ETag or Last-Modified to check ranges against"
+                : "does not answer range requests"
             if options.connections != nil {
                 control.progress.emit(.notice("\(head.statusText) from a server that \(why): using one connection"))
             }
@@ -162,7 +166,8 @@ final class MultiFetch: @unchecked Sendable {
         }
         let size = min(max(UInt64(tuning.windowBytes / wanted), tuning.minimumSegment), tuning.maximumSegment)
         guard var planner = SegmentPlanner(start: start, end: total, segmentSize: size, minimumSplit: tuning.minimumSplit),
-              let first = planner.take(), !planner.isExhausted else { return nil }
+            let first = planner.take(), !planner.isExhausted
+        else { return nil }
         let segments = 1 + (remaining - (first.end - first.start) + size - 1) / size
         let count = Int(min(UInt64(wanted), segments))
         let window = ReorderWindow(capacity: tuning.windowBytes, base: start)
@@ -210,8 +215,10 @@ final class MultiFetch: @unchecked Sendable {
             let retired = RetiredBy()
             let sink = SegmentSink(id: segment.id, offset: segment.start, window: window, fetch: self)
             do {
-                try source.transfer(from: segment.start, until: segment.end, deadline: deadline, into: sink,
-                                    control: connectionControl, over: connection) { [self] head in screen(head, known: known, retired: retired) }
+                try source.transfer(
+                    from: segment.start, until: segment.end, deadline: deadline, into: sink,
+                    control: connectionControl, over: connection
+                ) { [self] head in screen(head, known: known, retired: retired) }
             } catch MultiFetchCut.segment {
             } catch {
                 if retired.reason != nil {
@@ -241,8 +248,10 @@ final class MultiFetch: @unchecked Sendable {
                 guard state.retire() else { return false }
                 // Under the lock, so the counts reach the user in the order they fell.
                 let left = state.alive
-                control.progress.emit(.notice("\(reason) to an extra range request; continuing with \(left)"
-                                              + " connection\(left == 1 ? "" : "s")"))
+                control.progress.emit(
+                    .notice(
+                        "\(reason) to an extra range request; continuing with \(left)"
+                            + " connection\(left == 1 ? "" : "s")"))
                 control.progress.emit(.connections(left))
                 return true
             }

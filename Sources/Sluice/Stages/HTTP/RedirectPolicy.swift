@@ -12,8 +12,9 @@ struct RedirectPolicy {
     /// Where a `Location` from `current` leads, or why it is refused. `hops` counts this one.
     func follow(_ location: String, from current: FetchURL, hops: Int) throws(FetchFailure) -> FetchURL {
         guard hops <= Self.maxRedirects else {
-            throw .permanent("too many redirects (more than \(Self.maxRedirects)); the last one, from"
-                             + " \(DisplayText.url(current.text)), pointed to \(DisplayText.url(DisplayText.quoted(location)))")
+            throw .permanent(
+                "too many redirects (more than \(Self.maxRedirects)); the last one, from"
+                    + " \(DisplayText.url(current.text)), pointed to \(DisplayText.url(DisplayText.quoted(location)))")
         }
         let server = DisplayText.escaped(current.authority)
         guard let next = current.resolving(location) else {

@@ -41,8 +41,10 @@ struct ResumeJudge {
             if let reason = known?.contradiction(by: seen) { return .failed(.changed(reason)) }
             if let refusal = unproven(seen) { return refusal }
             guard known?.isConfirmed(by: seen) == true else {
-                return .failed(.changed("\(server) ignored the range request, and sent no ETag or Last-Modified"
-                                        + " that proves the content unchanged"))
+                return .failed(
+                    .changed(
+                        "\(server) ignored the range request, and sent no ETag or Last-Modified"
+                            + " that proves the content unchanged"))
             }
             return .deliver(skip: offset, seen: seen, end: end)
         case 206:
@@ -51,15 +53,20 @@ struct ResumeJudge {
                 return .failed(.malformed("\(from) with \(field); cannot tell which bytes it holds"))
             }
             guard first == offset else {
-                return .failed(.malformed("\(from) with Content-Range '\(DisplayText.quoted(range.text))' for a request"
-                                          + " starting at byte \(offset); refusing to splice it in"))
+                return .failed(
+                    .malformed(
+                        "\(from) with Content-Range '\(DisplayText.quoted(range.text))' for a request"
+                            + " starting at byte \(offset); refusing to splice it in"))
             }
             // A body that does not fit its own range cannot be trusted to hold those bytes.
             if last < first || (range.total.map { last >= $0 } ?? false)
-                || (head.contentLength.map { $0 != last - first + 1 } ?? false) {
+                || (head.contentLength.map { $0 != last - first + 1 } ?? false)
+            {
                 let length = head.contentLength.map { "Content-Length \($0)" } ?? "no Content-Length"
-                return .failed(.malformed("\(from) with Content-Range '\(DisplayText.quoted(range.text))' and \(length),"
-                                          + " which do not agree"))
+                return .failed(
+                    .malformed(
+                        "\(from) with Content-Range '\(DisplayText.quoted(range.text))' and \(length),"
+                            + " which do not agree"))
             }
             var seen = head.validators
             seen.totalLength = range.total
@@ -68,8 +75,10 @@ struct ResumeJudge {
             // A 206 carries the ETag a 200 would (RFC 9110 §15.3.7): one that drops the known
             // tag cannot show that its bytes belong to the same version.
             if let tag = known?.etag, seen.etag == nil {
-                return .failed(.changed("\(from) without the ETag \(DisplayText.quoted(tag, limit: 80)) the content had;"
-                                        + " cannot tell these bytes belong to the same version"))
+                return .failed(
+                    .changed(
+                        "\(from) without the ETag \(DisplayText.quoted(tag, limit: 80)) the content had;"
+                            + " cannot tell these bytes belong to the same version"))
             }
             // ContentRange bounds `last` below 2^63, so this cannot overflow.
             return .deliver(skip: 0, seen: seen, end: last + 1)
@@ -95,8 +104,10 @@ struct ResumeJudge {
 
     private func unproven(_ seen: FetchValidators) -> ResponseVerdict? {
         guard requireProof, known?.proves(seen) != true else { return nil }
-        return .failed(.changed("the URL's query changed since the checkpoint, and \(DisplayText.escaped(server)) sent"
-                                + " no strong ETag, nor the same Last-Modified and length, to prove it is the same content"))
+        return .failed(
+            .changed(
+                "the URL's query changed since the checkpoint, and \(DisplayText.escaped(server)) sent"
+                    + " no strong ETag, nor the same Last-Modified and length, to prove it is the same content"))
     }
 
     /// file://: libcurl resumes by itself (CURLOPT_RESUME_FROM_LARGE) and reports the file's

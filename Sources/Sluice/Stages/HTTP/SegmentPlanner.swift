@@ -53,8 +53,9 @@ struct SegmentPlanner: Equatable {
         }
         if !returned.isEmpty {
             let range = returned.removeFirst()
-            return open(range.lowerBound, min(range.upperBound, range.lowerBound.addingClamped(segmentSize)),
-                        rest: range)
+            return open(
+                range.lowerBound, min(range.upperBound, range.lowerBound.addingClamped(segmentSize)),
+                rest: range)
         }
         if uncut < end {
             let start = uncut
@@ -113,7 +114,8 @@ struct SegmentPlanner: Equatable {
     /// that has claimed the least.
     private mutating func splitHeadOfLine() -> Segment? {
         guard let victim = inFlight.values.filter({ $0.remaining > 0 }).min(by: { $0.claimed < $1.claimed }),
-              victim.remaining / 2 >= minimumSplit else { return nil }
+            victim.remaining / 2 >= minimumSplit
+        else { return nil }
         return split(victim)
     }
 

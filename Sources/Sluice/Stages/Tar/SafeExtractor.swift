@@ -88,7 +88,7 @@ final class SafeExtractor {
     /// Links `path` to the already extracted `target` (never following a symlink on the way).
     func makeHardLink(_ path: MemberPath, to target: MemberPath) throws(ExtractError) {
         guard let targetLeaf = target.components.last else { throw .refused("is a hard link to the destination itself") }
-        if path == target { return }   // linking a name to itself changes nothing
+        if path == target { return }  // linking a name to itself changes nothing
         let targetParent: Int32
         do {
             targetParent = try parentDirectory(Array(target.components.dropLast()), create: false)
@@ -147,8 +147,9 @@ final class SafeExtractor {
     func open(_ path: MemberPath, flags: Int32) throws(ExtractError) -> Int32 {
         if hasOpenat2 {
             let fd = Self.withCString(path.joined) {
-                sluice_openat2(root, $0, UInt64(flags | O_NOFOLLOW | O_CLOEXEC), 0,
-                               UInt64(SLUICE_RESOLVE_BENEATH | SLUICE_RESOLVE_NO_SYMLINKS))
+                sluice_openat2(
+                    root, $0, UInt64(flags | O_NOFOLLOW | O_CLOEXEC), 0,
+                    UInt64(SLUICE_RESOLVE_BENEATH | SLUICE_RESOLVE_NO_SYMLINKS))
             }
             if fd >= 0 { return fd }
             if errno == ENOENT { throw .missing }
@@ -178,8 +179,9 @@ final class SafeExtractor {
         var fd: Int32 = -1
         if hasOpenat2 {
             fd = Self.withCString(key) {
-                sluice_openat2(root, $0, UInt64(O_PATH | O_DIRECTORY | O_CLOEXEC), 0,
-                               UInt64(SLUICE_RESOLVE_BENEATH | SLUICE_RESOLVE_NO_SYMLINKS))
+                sluice_openat2(
+                    root, $0, UInt64(O_PATH | O_DIRECTORY | O_CLOEXEC), 0,
+                    UInt64(SLUICE_RESOLVE_BENEATH | SLUICE_RESOLVE_NO_SYMLINKS))
             }
             if fd < 0 && errno == ENOSYS { hasOpenat2 = false }
             if fd < 0 && errno != ENOENT && errno != ENOSYS { throw blocked(components) }
@@ -211,10 +213,12 @@ final class SafeExtractor {
     private func blocked(_ components: [[UInt8]], errno code: Int32 = errno) -> ExtractError {
         if code == ELOOP || code == ENOTDIR || code == EXDEV {
             // Find out which, for the message; an lstat-like probe never follows.
-            return .refused("would be written through \(TarName.display(MemberPath(components: components).joined)), which is not a directory (a symlink or a file)")
+            return .refused(
+                "would be written through \(TarName.display(MemberPath(components: components).joined)), which is not a directory (a symlink or a file)")
         }
-        return .io(path: rootPath + "/" + String(decoding: MemberPath(components: components).joined, as: UTF8.self),
-                   operation: "open directory", errno: code)
+        return .io(
+            path: rootPath + "/" + String(decoding: MemberPath(components: components).joined, as: UTF8.self),
+            operation: "open directory", errno: code)
     }
 
     /// Removes what is at `leaf` (never following it): a later member with the same name replaces it.
@@ -237,7 +241,7 @@ final class SafeExtractor {
     // MARK: small helpers
 
     static func permissions(_ mode: UInt32) -> UInt32 {
-        mode & 0o755   // no setuid/setgid/sticky, no group or other write
+        mode & 0o755  // no setuid/setgid/sticky, no group or other write
     }
 
     static func times(_ mtime: TarTime) -> [timespec] {

@@ -89,7 +89,8 @@ struct TarReader {
         switch state.phase {
         case .end: return
         case .member:
-            throw TarError.corrupt(offset: state.offset, reason: "the archive is truncated inside member \(state.members) of it (\(state.remaining) bytes missing)")
+            throw TarError.corrupt(
+                offset: state.offset, reason: "the archive is truncated inside member \(state.members) of it (\(state.remaining) bytes missing)")
         case .header where state.pending.isEmpty && state.members == 0:
             throw TarError.corrupt(offset: state.offset, reason: "the stream is empty, not a tar archive")
         default:
@@ -121,7 +122,8 @@ struct TarReader {
         let header = try TarHeader(block, offset: blockStart)
         switch header.typeflag {
         case UInt8(ascii: "x"), UInt8(ascii: "g"), UInt8(ascii: "L"), UInt8(ascii: "K"):
-            let limit = header.typeflag == UInt8(ascii: "L") || header.typeflag == UInt8(ascii: "K")
+            let limit =
+                header.typeflag == UInt8(ascii: "L") || header.typeflag == UInt8(ascii: "K")
                 ? Self.maxLongName : Self.maxExtendedHeader
             guard header.size <= limit else {
                 throw TarError.corrupt(offset: blockStart, reason: "an extended header of \(header.size) bytes (the limit is \(limit))")
@@ -137,9 +139,11 @@ struct TarReader {
                 state.pending.removeAll(keepingCapacity: true)
             }
         case UInt8(ascii: "S"):
-            throw TarError.corrupt(offset: blockStart, reason: "member \(TarName.display(memberName(header))) is a GNU sparse file, which untar does not support")
+            throw TarError.corrupt(
+                offset: blockStart, reason: "member \(TarName.display(memberName(header))) is a GNU sparse file, which untar does not support")
         case UInt8(ascii: "M"), UInt8(ascii: "N"):
-            throw TarError.corrupt(offset: blockStart, reason: "member \(TarName.display(memberName(header))) is part of a multi-volume archive, which untar does not support")
+            throw TarError.corrupt(
+                offset: blockStart, reason: "member \(TarName.display(memberName(header))) is part of a multi-volume archive, which untar does not support")
         default:
             try member(header, at: blockStart, into: handler)
         }
@@ -153,9 +157,10 @@ struct TarReader {
         guard state.members < Self.maxMembers else {
             throw TarError.corrupt(offset: offset, reason: "more than \(Self.maxMembers) members")
         }
-        var entry = TarEntry(path: header.name, linkTarget: header.linkName, kind: header.kind,
-                             mode: header.mode, mtime: TarTime(seconds: header.mtime, nanoseconds: 0),
-                             size: header.size, index: state.members, offset: offset)
+        var entry = TarEntry(
+            path: header.name, linkTarget: header.linkName, kind: header.kind,
+            mode: header.mode, mtime: TarTime(seconds: header.mtime, nanoseconds: 0),
+            size: header.size, index: state.members, offset: offset)
         func value(_ key: String) -> [UInt8]? {
             // An empty value in an `x` header cancels the global one: the header's field applies.
             guard let v = state.pax[key] ?? state.globalPax[key], !v.bytes.isEmpty else { return nil }
@@ -167,7 +172,8 @@ struct TarReader {
         if let name = state.longName, state.pax["path"] == nil { entry.path = name.bytes }
         if let link = state.longLink, state.pax["linkpath"] == nil { entry.linkTarget = link.bytes }
         if value(TarReaderState.sparseKey) != nil {
-            throw TarError.corrupt(offset: offset, reason: "member \(TarName.display(entry.path)) is a sparse file (pax GNU.sparse), which untar does not support")
+            throw TarError.corrupt(
+                offset: offset, reason: "member \(TarName.display(entry.path)) is a sparse file (pax GNU.sparse), which untar does not support")
         }
         if let size = value("size") {
             guard let parsed = TarNumber.decimal(size) else {
@@ -320,7 +326,8 @@ public struct TarReaderState: Codable, Sendable, Equatable {
             if pending.count >= 512 { throw refuse("a header holds \(pending.count) bytes") }
         case .extended:
             guard extendedTypes.contains(extendedType) else { throw refuse("unknown extended header type \(extendedType)") }
-            let limit = extendedType == UInt8(ascii: "L") || extendedType == UInt8(ascii: "K")
+            let limit =
+                extendedType == UInt8(ascii: "L") || extendedType == UInt8(ascii: "K")
                 ? TarReader.maxLongName : TarReader.maxExtendedHeader
             let (total, overflow) = UInt64(pending.count).addingReportingOverflow(remaining)
             if remaining == 0 || overflow || total > limit { throw refuse("extended header size out of bounds") }
@@ -335,7 +342,9 @@ public struct TarReaderState: Codable, Sendable, Equatable {
         if members > TarReader.maxMembers { throw refuse("too many members") }
         let allowed: Set<String> = ["path", "linkpath", "size", "mtime", Self.sparseKey]
         for (key, value) in pax.merging(globalPax, uniquingKeysWith: { a, _ in a }) {
-            if !allowed.contains(key) || UInt64(value.bytes.count) > TarReader.maxExtendedHeader { throw refuse("pax key '\(TarName.display(Array(key.utf8)))'") }
+            if !allowed.contains(key) || UInt64(value.bytes.count) > TarReader.maxExtendedHeader {
+                throw refuse("pax key '\(TarName.display(Array(key.utf8)))'")
+            }
         }
         for name in [longName, longLink].compactMap({ $0 }) where UInt64(name.bytes.count) > TarReader.maxLongName {
             throw refuse("a long name of \(name.bytes.count) bytes")
@@ -525,13 +534,15 @@ enum PaxRecords {
             // Some writers pad the content with NULs.
             if content[at] == 0, content[at...].allSatisfy({ $0 == 0 }) { return }
             guard let space = content[at...].prefix(21).firstIndex(of: UInt8(ascii: " ")),
-                  let length = TarNumber.decimal(Array(content[at..<space])),
-                  length > UInt64(space - at + 1), length <= UInt64(content.count - at) else {
+                let length = TarNumber.decimal(Array(content[at..<space])),
+                length > UInt64(space - at + 1), length <= UInt64(content.count - at)
+            else {
                 throw TarError.corrupt(offset: offset + UInt64(at), reason: "a pax extended header record has a bad length")
             }
             let end = at + Int(length)
             guard content[end - 1] == UInt8(ascii: "\n"),
-                  let equals = content[(space + 1)..<(end - 1)].firstIndex(of: UInt8(ascii: "=")) else {
+                let equals = content[(space + 1)..<(end - 1)].firstIndex(of: UInt8(ascii: "="))
+            else {
                 throw TarError.corrupt(offset: offset + UInt64(at), reason: "a pax extended header record is malformed")
             }
             let key = String(decoding: content[(space + 1)..<equals], as: UTF8.self)
@@ -539,7 +550,7 @@ enum PaxRecords {
             switch key {
             case "path", "linkpath", "size", "mtime": values[key] = value
             case _ where key.hasPrefix("GNU.sparse."): values[TarReaderState.sparseKey] = ByteString([UInt8(ascii: "1")])
-            default: break   // atime, ctime, uid, gid, uname, gname, charset, comment, vendor keys: not applied
+            default: break  // atime, ctime, uid, gid, uname, gname, charset, comment, vendor keys: not applied
             }
             at = end
         }

@@ -25,7 +25,7 @@ enum TreeRemover {
         // Per level: the descriptor and the subdirectories still to visit.
         var fd = top
         var pending: [[String]] = []
-        var names: [String] = []   // the path from top to fd
+        var names: [String] = []  // the path from top to fd
         var subdirectories = clearFiles(fd)
         while true {
             if let next = subdirectories.popLast() {

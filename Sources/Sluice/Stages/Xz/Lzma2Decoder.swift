@@ -80,8 +80,9 @@ final class Lzma2Decoder {
                 throw XzFormatError("an LZMA2 chunk lacks the properties it needs")
             }
             if control >= 0xA0 { cxz_lzma_reset(model) }
-            let status = cxz_lzma_decode(model, &window, payload.baseAddress!.assumingMemoryBound(to: UInt8.self),
-                                         payload.count, outputSize)
+            let status = cxz_lzma_decode(
+                model, &window, payload.baseAddress!.assumingMemoryBound(to: UInt8.self),
+                payload.count, outputSize)
             guard status == CXZ_OK else { throw XzFormatError(Self.describe(status)) }
         }
         return UnsafeRawBufferPointer(start: window.buf + start, count: outputSize)
@@ -118,9 +119,10 @@ final class Lzma2Decoder {
         let probabilities = Data(bytes: cxz_lzma_probs(model), count: count * 2)
         let keep = Int(min(window.history, UInt64(window.dict_size)))
         let bytes = keep == 0 ? Data() : Data(bytes: window.buf + window.pos - keep, count: keep)
-        return LzmaState(needDictionaryReset: needDictionaryReset, needProperties: needProperties,
-                         lc: m.lc, lp: m.lp, pb: m.pb, state: m.state, reps: [m.rep0, m.rep1, m.rep2, m.rep3],
-                         probabilities: probabilities, history: window.history, window: bytes)
+        return LzmaState(
+            needDictionaryReset: needDictionaryReset, needProperties: needProperties,
+            lc: m.lc, lp: m.lp, pb: m.pb, state: m.state, reps: [m.rep0, m.rep1, m.rep2, m.rep3],
+            probabilities: probabilities, history: window.history, window: bytes)
     }
 
     /// Restores after `startBlock` with the block's dictionary size; every field is checked.

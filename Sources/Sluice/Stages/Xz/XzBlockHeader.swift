@@ -4,8 +4,8 @@ import CZlib
 struct XzBlockHeader {
     /// A filter that precedes LZMA2 in the chain.
     struct Filter: Equatable {
-        var kind: UInt32          // CXZ_FILTER_*
-        var parameter: UInt32     // delta distance, or branch start offset
+        var kind: UInt32  // CXZ_FILTER_*
+        var parameter: UInt32  // delta distance, or branch start offset
     }
 
     let size: Int
@@ -56,7 +56,8 @@ struct XzBlockHeader {
         }
         guard let dictionary else { throw XzFormatError("the filter chain does not end with LZMA2") }
         guard dictionary <= memoryLimit else {
-            throw XzFormatError("the block needs a \(xzSize(dictionary)) dictionary, over the limit of \(xzSize(memoryLimit)) (raise it with unxz memlimit=SIZE)")
+            throw XzFormatError(
+                "the block needs a \(xzSize(dictionary)) dictionary, over the limit of \(xzSize(memoryLimit)) (raise it with unxz memlimit=SIZE)")
         }
         guard bytes[at..<crcAt].allSatisfy({ $0 == 0 }) else { throw XzFormatError("block header padding is not zero") }
         filters = chain

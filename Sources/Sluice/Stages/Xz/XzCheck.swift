@@ -42,7 +42,7 @@ struct XzCheck {
         case .crc32:
             var value = UInt32(crc)
             var rest = bytes
-            while !rest.isEmpty {   // zlib's length is 32 bits
+            while !rest.isEmpty {  // zlib's length is 32 bits
                 let n = min(rest.count, 1 << 30)
                 value = UInt32(CZlib.crc32(UInt(value), rest.baseAddress!.assumingMemoryBound(to: Bytef.self), UInt32(n)))
                 rest = UnsafeRawBufferPointer(rebasing: rest[n...])
@@ -90,8 +90,9 @@ struct XzCheck {
         self.init(expected)
         switch expected {
         case .none: guard state.crc == 0 else { throw XzStateError("a None check holds a value") }
-        case .crc32: guard state.crc <= UInt32.max else { throw XzStateError("the CRC32 is out of range") }
-                     crc = state.crc
+        case .crc32:
+            guard state.crc <= UInt32.max else { throw XzStateError("the CRC32 is out of range") }
+            crc = state.crc
         case .crc64: crc = state.crc
         case .sha256:
             guard let saved = state.sha256, let context = SHA256_CTX(restoring: saved) else {

@@ -26,8 +26,9 @@ final class XzFilterChain {
     func run(_ bytes: UnsafeRawBufferPointer, final: Bool) -> UnsafeRawBufferPointer {
         if !bytes.isEmpty { work.baseAddress!.copyMemory(from: bytes.baseAddress!, byteCount: bytes.count) }
         let done = filters.withUnsafeMutableBufferPointer { f in
-            cxz_filters_run(f.baseAddress, Int32(f.count), work.baseAddress!.assumingMemoryBound(to: UInt8.self),
-                            bytes.count, final ? 1 : 0)
+            cxz_filters_run(
+                f.baseAddress, Int32(f.count), work.baseAddress!.assumingMemoryBound(to: UInt8.self),
+                bytes.count, final ? 1 : 0)
         }
         return UnsafeRawBufferPointer(rebasing: work[0..<done])
     }
@@ -37,9 +38,10 @@ final class XzFilterChain {
             var f = f
             let held = withUnsafeBytes(of: &f.held) { Data($0.prefix(Int(f.held_count))) }
             let ring = withUnsafeBytes(of: &f.delta_ring) { Data($0) }
-            return XzFilterState(kind: f.kind, position: f.pos, x86Mask: f.x86_mask, x86Previous: f.x86_prev,
-                                 deltaIndex: f.delta_index, deltaRing: f.kind == UInt32(CXZ_FILTER_DELTA) ? ring : Data(),
-                                 held: held)
+            return XzFilterState(
+                kind: f.kind, position: f.pos, x86Mask: f.x86_mask, x86Previous: f.x86_prev,
+                deltaIndex: f.delta_index, deltaRing: f.kind == UInt32(CXZ_FILTER_DELTA) ? ring : Data(),
+                held: held)
         }
     }
 

@@ -55,7 +55,8 @@ final class ZstdBlockDecoder {
         guard repeatOffsets.count == 3, sequenceTables.count == 3 else {
             throw ZstdFormatError("it needs 3 repeat offsets and 3 sequence tables")
         }
-        let ok = repeatOffsets.withUnsafeBufferPointer { zsd_set_repeat_offsets(decoder, $0.baseAddress!) == 0 }
+        let ok =
+            repeatOffsets.withUnsafeBufferPointer { zsd_set_repeat_offsets(decoder, $0.baseAddress!) == 0 }
             && huffmanTree.withUnsafeBytes {
                 zsd_restore_huffman(decoder, $0.baseAddress?.assumingMemoryBound(to: UInt8.self), $0.count) == 0
             }
@@ -71,8 +72,9 @@ final class ZstdBlockDecoder {
             if table.kind == .rle && table.symbol == nil { throw ZstdFormatError("an RLE table has no symbol") }
             let description = table.description ?? Data()
             let result = description.withUnsafeBytes {
-                zsd_restore_sequence_table(decoder, Int32(which), kind, table.symbol ?? 0,
-                                           $0.baseAddress?.assumingMemoryBound(to: UInt8.self), $0.count)
+                zsd_restore_sequence_table(
+                    decoder, Int32(which), kind, table.symbol ?? 0,
+                    $0.baseAddress?.assumingMemoryBound(to: UInt8.self), $0.count)
             }
             guard result == 0 else { throw ZstdFormatError(String(cString: zsd_message(decoder))) }
         }
@@ -106,7 +108,8 @@ struct ZstdChecksum {
 
     init(restoring saved: ZstdChecksumState) throws(ZstdFormatError) {
         guard saved.lanes.count == 4, saved.buffered.count < 32,
-              saved.totalLength % 32 == UInt64(saved.buffered.count) else {
+            saved.totalLength % 32 == UInt64(saved.buffered.count)
+        else {
             throw ZstdFormatError("its checksum state is inconsistent")
         }
         state.lanes = (saved.lanes[0], saved.lanes[1], saved.lanes[2], saved.lanes[3])

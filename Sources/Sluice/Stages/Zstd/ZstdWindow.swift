@@ -51,9 +51,10 @@ final class ZstdWindow {
         }
         let op = (storage + writeOffset).assumingMemoryBound(to: UInt8.self)
         let start = storage.assumingMemoryBound(to: UInt8.self)
-        return ZsdOutput(op: op, limit: op + limit, segment_start: start,
-                         previous_end: previousEnd == 0 ? start : start + previousEnd,
-                         history: history, window_size: windowSize)
+        return ZsdOutput(
+            op: op, limit: op + limit, segment_start: start,
+            previous_end: previousEnd == 0 ? start : start + previousEnd,
+            history: history, window_size: windowSize)
     }
 
     /// Room for a raw or RLE block of `count` bytes at the write position.
