@@ -91,6 +91,37 @@ final class UntarRestoreTests: XCTestCase {
         }
     }
 
+    /// The partial file swapped for a hard link to a file outside DIR with the same bytes
+    /// (its CRC matches): the resume continues in a copy, never cutting or writing that file.
+    func testHardLinkedPartialFileIsNotContinued() throws {
+        let dir = try makeMemoryTemporaryDirectory(self)
+        try FileManager.default.createDirectory(atPath: dir + "/src", withIntermediateDirectories: true)
+        try Data(makeTestData(count: 100_000, seed: 4)).write(to: URL(fileURLWithPath: dir + "/src/big"))
+        XCTAssertEqual(try shell("tar -cf \(dir)/a.tar -C \(dir)/src big").status, 0)
+        let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: dir + "/a.tar")))
+        var random = SeededRandom(seed: 2)
+        let first = try UntarSink(directory: dir + "/out")
+        try feed(first, bytes[..<50_000], random: &random)
+        let state = first.snapshot()
+        XCTAssertNotNil(state.current)
+        let partialFile = dir + "/out.sluice-part/big"
+        let outside = dir + "/outside"
+        try FileManager.default.copyItem(atPath: partialFile, toPath: outside)
+        let before = try Data(contentsOf: URL(fileURLWithPath: outside))
+        try FileManager.default.removeItem(atPath: partialFile)
+        XCTAssertEqual(link(outside, partialFile), 0)
+        let second = try UntarSink(directory: dir + "/out", restoring: state)
+        try feed(second, bytes[50_000...], random: &random)
+        try second.finish()
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: outside)), before, "a file outside DIR was written")
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: dir + "/out/big")),
+                       try Data(contentsOf: URL(fileURLWithPath: dir + "/src/big")))
+        var st = stat()
+        XCTAssertEqual(stat(dir + "/out/big", &st), 0)
+        XCTAssertEqual(st.st_nlink, 1)
+        XCTAssertEqual(st.st_mode & 0o777, 0o644 & ~SafeExtractor.currentUmask())
+    }
+
     /// A restored state is hostile input: fields no reader could have left are refused.
     func testEditedStatesAreRefused() throws {
         let dir = try makeMemoryTemporaryDirectory(self)

@@ -183,12 +183,38 @@ public final class UntarSink: TerminalSink, TarEventHandler {
         }
     }
 
+    /// Replaces the name with a fresh file of ours holding the first `length` bytes of
+    /// `shared` (closed); the caller's CRC check then covers the copied bytes.
+    private func privateCopy(of shared: Int32, path: MemberPath, length: UInt64, shown: String) throws -> Int32 {
+        defer { close(shared) }
+        let fresh: Int32
+        do {
+            fresh = try extractor.createFile(path, mode: 0o600).fd
+        } catch {
+            throw Self.sluiceError(error, offset: 0, member: path.joined)
+        }
+        var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        var at: UInt64 = 0
+        while at < length {
+            let want = Int(min(UInt64(buffer.count), length - at))
+            let n = buffer.withUnsafeMutableBytes { pread(shared, $0.baseAddress, want, off_t(at)) }
+            let copied = n > 0 ? buffer.withUnsafeBytes { pwrite(fresh, $0.baseAddress, n, off_t(at)) } : -1
+            guard n > 0, copied == n else {
+                let code = n == 0 ? EIO : errno
+                close(fresh)
+                throw SluiceError.io(path: shown, operation: "copy", errno: code)
+            }
+            at += UInt64(n)
+        }
+        return fresh
+    }
+
     private func reopen(_ saved: UntarState.CurrentFile) throws -> OpenFile {
         guard let path = MemberPath.restored(saved.path.bytes), !path.components.isEmpty else {
             throw SluiceError.checkpointRefused(path: "(untar stage)", reason: "its current file name is not a normalised member name")
         }
         let shown = partialPath + "/" + String(decoding: saved.path.bytes, as: UTF8.self)
-        let fd: Int32
+        var fd: Int32
         do {
             fd = try extractor.open(path, flags: O_RDWR)
         } catch {
@@ -201,9 +227,14 @@ public final class UntarSink: TerminalSink, TarEventHandler {
             close(fd)
             throw PartialOutputChanged(path: shown, reason: "the file being written at the checkpoint is shorter than recorded or not a plain file")
         }
-        var file = OpenFile(
-            fd: fd, path: path, mode: saved.mode, mtime: saved.mtime, needsChmod: saved.needsChmod,
-            written: saved.written, crc: 0, crcCovers: 0)
+        let copied = st.st_nlink > 1
+        if copied {
+            // A second name: a later member linked it before the kill, or someone linked it
+            // to a file outside DIR. Never cut or write a shared inode: continue in a copy.
+            fd = try privateCopy(of: fd, path: path, length: saved.written, shown: shown)
+        }
+        var file = OpenFile(fd: fd, path: path, mode: saved.mode, mtime: saved.mtime, needsChmod: saved.needsChmod || copied,
+                            written: saved.written, crc: 0, crcCovers: 0)
         extendCRC(&file)
         guard file.crc == saved.crc32 else {
             close(fd)
