@@ -114,8 +114,9 @@ final class UntarRestoreTests: XCTestCase {
         try feed(second, bytes[50_000...], random: &random)
         try second.finish()
         XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: outside)), before, "a file outside DIR was written")
-        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: dir + "/out/big")),
-                       try Data(contentsOf: URL(fileURLWithPath: dir + "/src/big")))
+        XCTAssertEqual(
+            try Data(contentsOf: URL(fileURLWithPath: dir + "/out/big")),
+            try Data(contentsOf: URL(fileURLWithPath: dir + "/src/big")))
         var st = stat()
         XCTAssertEqual(stat(dir + "/out/big", &st), 0)
         XCTAssertEqual(st.st_nlink, 1)

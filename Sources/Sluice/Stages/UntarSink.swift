@@ -233,8 +233,9 @@ public final class UntarSink: TerminalSink, TarEventHandler {
             // to a file outside DIR. Never cut or write a shared inode: continue in a copy.
             fd = try privateCopy(of: fd, path: path, length: saved.written, shown: shown)
         }
-        var file = OpenFile(fd: fd, path: path, mode: saved.mode, mtime: saved.mtime, needsChmod: saved.needsChmod || copied,
-                            written: saved.written, crc: 0, crcCovers: 0)
+        var file = OpenFile(
+            fd: fd, path: path, mode: saved.mode, mtime: saved.mtime, needsChmod: saved.needsChmod || copied,
+            written: saved.written, crc: 0, crcCovers: 0)
         extendCRC(&file)
         guard file.crc == saved.crc32 else {
             close(fd)
