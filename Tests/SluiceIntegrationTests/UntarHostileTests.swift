@@ -187,6 +187,22 @@ final class UntarHostileTests: XCTestCase {
         XCTAssertEqual(try String(contentsOfFile: dir + "/out/h", encoding: .utf8), "one")
     }
 
+    /// An unknown member type is a regular file (POSIX; GNU tar agrees): its data is not
+    /// dropped, and a notice says so. A volume label holds no file and stays skipped.
+    func testUnknownMemberTypesAreExtractedAsRegularFiles() throws {
+        let dir = try makeTemporaryDirectory(self)
+        let body = """
+            i = info('vendor', b'Z'); i.size = 5; t.addfile(i, io.BytesIO(b'hello'))
+            i = info('label', b'V'); t.addfile(i)
+            """
+        try makeArchive(body, at: dir + "/a.tar", absolute: dir)
+        let result = try SluiceBinary.run(["read \(dir)/a.tar | untar \(dir)/out"])
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertEqual(try String(contentsOfFile: dir + "/out/vendor", encoding: .utf8), "hello")
+        XCTAssertTrue(result.stderr.contains("'vendor' has an unknown member type"), result.stderr)
+        XCTAssertNil(treeSnapshot(dir + "/out")["label"])
+    }
+
     /// DIR existing and not empty (or not a directory): exit 2, nothing touched.
     func testExistingDestinationIsRefusedBeforeAnythingIsTouched() throws {
         let dir = try makeTemporaryDirectory(self)

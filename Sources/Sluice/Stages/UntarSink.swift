@@ -31,6 +31,9 @@ public final class UntarSink: TerminalSink, TarEventHandler {
 
     /// Bounds what a checkpoint must carry for directories still waiting for their metadata:
     /// packed, their records stay well under what a checkpoint may weigh (64 MiB, base64 4/3).
+    /// GNU types that describe no file to extract: volume label, multi-volume continuation,
+    /// old long-name record, dump-directory listing.
+    static let typesWithoutAFile: Set<UInt8> = [UInt8(ascii: "V"), UInt8(ascii: "M"), UInt8(ascii: "N"), UInt8(ascii: "D")]
     static let maxDirectories = 1_000_000
     static let maxDirectoryBytes = 32 << 20
     /// Bytes the packed directory records take (18 per record plus the path).
@@ -266,7 +269,15 @@ public final class UntarSink: TerminalSink, TarEventHandler {
 
     private func extract(_ entry: TarEntry) throws {
         guard let path = try MemberPath.member(entry.path, strip: strip) else { return }
-        switch entry.kind {
+        var kind = entry.kind
+        // POSIX: an unrecognised type flag is read as a regular file (GNU tar does the same),
+        // so its data is not silently dropped. GNU's volume labels, multi-volume pieces, old
+        // long names and dump-directory listings carry no file of their own and stay skipped.
+        if case .skipped(let type) = kind, !Self.typesWithoutAFile.contains(type) {
+            tell("untar: \(TarName.display(entry.path)) has an unknown member type (\(TarName.display([type]))); extracted as a regular file")
+            kind = .regular
+        }
+        switch kind {
         case .regular:
             let (fd, needsChmod) = try extractor.createFile(path, mode: entry.mode)
             current = OpenFile(
@@ -297,7 +308,7 @@ public final class UntarSink: TerminalSink, TarEventHandler {
         case .fifo, .characterDevice, .blockDevice:
             tell("untar: skipped \(TarName.display(entry.path)): untar never creates FIFOs or device files")
         case .skipped(let type):
-            tell("untar: skipped \(TarName.display(entry.path)): unsupported member type '\(TarName.display([type]))'")
+            tell("untar: skipped \(TarName.display(entry.path)): member type \(TarName.display([type])) holds no file")
         }
     }
 
