@@ -162,8 +162,14 @@ final class ZstdRestoreTests: XCTestCase {
         { s, _ in s.frame = nil },
         { s, _ in _ = s.frame?.window.popLast() },
         { s, _ in s.frame?.window = Data() },
-        { s, r in if let n = s.frame?.window.count, n > 0 { s.frame!.window[Int.random(in: 0..<n, using: &r)] ^= 1 } },
-        { s, _ in s.frame?.frameOutput += 1 },
+        { s, r in
+            // Through an array: the decoded window may be a slice whose indices do not start at 0.
+            guard let window = s.frame?.window, !window.isEmpty else { return }
+            var bytes = [UInt8](window)
+            bytes[Int.random(in: 0..<bytes.count, using: &r)] ^= 1
+            s.frame?.window = Data(bytes)
+        },
+        { s, _ in s.frame?.frameOutput &+= 1 },  // wrapping: edits combine, and .max may come first
         { s, _ in s.frame?.frameOutput = .max },
         { s, _ in s.frame?.repeatOffsets = [0, 4, 8] },
         { s, _ in s.frame?.repeatOffsets = [.max, .max, .max] },
