@@ -1,3 +1,8 @@
+#if !os(Linux)
+// openat2, syncfs, /proc/self/fd, ISA-L and the Linux layout of libc: Sluice is Linux-only.
+#error("Sluice builds on Linux only")
+#endif
+
 import CCrypto
 import CCurl
 import CIsal
