@@ -150,6 +150,8 @@ final class FetchDecisionTests: XCTestCase {
                 facts(.deliver(skip: 0, seen: FetchValidators(totalLength: 100), end: 50), requested: 20, offset: 50, known: 100),
                 .askForRest
             ),
+            // A 206 of `bytes 0-999/*` is not the whole resource just because its range ended.
+            (facts(.deliver(skip: 0, seen: FetchValidators(), end: 1000), requested: 0, offset: 1000), .askForRest),
             (facts(.redirect("/x"), requested: 0, offset: 0), .follow("/x")),
             (facts(.complete, requested: 100, offset: 100), .finished),
             (facts(.failed(.permanent("404")), requested: 0, offset: 0), .fail(.permanent("404"))),

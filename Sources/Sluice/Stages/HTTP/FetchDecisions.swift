@@ -77,6 +77,11 @@ enum AttemptJudge {
                 if end == facts.offset && facts.offset > facts.requested { return .askForRest }
                 return .fail(.transient("\(server) ended the response at byte \(facts.offset) of \(total)"))
             }
+            // A 206 whose total was `*` says nothing about what follows its range: ask for the
+            // rest; a 416 (with the total) or a shorter body says where the resource ends.
+            if let end, end == facts.offset, seen.totalLength == nil, facts.knownTotal == nil, facts.offset > facts.requested {
+                return .askForRest
+            }
             return .finished
         case nil:
             return .fail(FetchFailure.from(facts.code, message: facts.message, url: url))
