@@ -17,6 +17,7 @@ final class StageRegistryTests: XCTestCase {
             switch kind.role {
             case .source:
                 XCTAssertNil(kind.stateType, "\(kind.word): a source records a SourceState")
+                XCTAssertEqual(kind.resumable, kind.word != "stdin", "\(kind.word): only stdin cannot be resumed")
             case .transform, .sink:
                 XCTAssertEqual(kind.stateType?.stage, kind.word, "\(kind.word)'s state names another stage")
             }

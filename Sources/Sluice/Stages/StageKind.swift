@@ -22,7 +22,8 @@ public struct StageKind: Sendable {
     let factory: Factory
 
     enum Factory: Sendable {
-        case source(@Sendable (StageSpec, StageContext, SourceState?) throws -> ByteSource)
+        /// `resumable`: whether a rerun can continue this source at all (stdin cannot).
+        case source(@Sendable (StageSpec, StageContext, SourceState?) throws -> ByteSource, resumable: Bool)
         case transform(@Sendable (StageSpec, ByteSink, StageContext, (any StageStateValue)?) throws -> ByteSink)
         case sink(
             @Sendable (StageSpec, StageContext, (any StageStateValue)?) throws -> ByteSink,
@@ -40,19 +41,22 @@ public struct StageKind: Sendable {
         return nil
     }
 
-    /// Whether a rerun can resume this source at all (stdin cannot).
-    public var resumable: Bool { word != "stdin" }
+    /// Whether a rerun can resume this source at all (stdin cannot); true for other roles.
+    public var resumable: Bool {
+        if case .source(_, let resumable) = factory { return resumable }
+        return true
+    }
 }
 
 extension StageKind {
     static func source(
         _ word: String, arguments: [StageArgument] = [], options: [StageOption] = [],
-        summary: String, nsPerByte: Double,
+        summary: String, nsPerByte: Double, resumable: Bool = true,
         make: @escaping @Sendable (StageSpec, StageContext, SourceState?) throws -> ByteSource
     ) -> StageKind {
         StageKind(
             word: word, role: .source, arguments: arguments, options: options, summary: summary,
-            cost: { _ in StageCost(nsPerByte: nsPerByte) }, stateType: nil, factory: .source(make))
+            cost: { _ in StageCost(nsPerByte: nsPerByte) }, stateType: nil, factory: .source(make, resumable: resumable))
     }
 
     static func transform<State: StageStateValue>(

@@ -35,6 +35,6 @@ public final class StdinSource: ByteSource {
 
 extension StageKind {
     static let stdin = StageKind.source(
-        "stdin", summary: "source: standard input (not resumable)", nsPerByte: 0.3
+        "stdin", summary: "source: standard input (not resumable)", nsPerByte: 0.3, resumable: false
     ) { _, context, _ in StdinSource(control: context.control) }
 }
