@@ -233,7 +233,7 @@ final class CLIExitCodeTests: XCTestCase {
         guard var json = killed else { return }
         let original = try Data(contentsOf: URL(fileURLWithPath: dir + "/out.sluice"))
 
-        for version in [1, 3, 0, 1000] {
+        for version in [1, 2, 4, 0, 1000] {
             json["version"] = version
             try JSONSerialization.data(withJSONObject: json).write(to: URL(fileURLWithPath: dir + "/out.sluice"))
             let before = try DirectorySnapshot(dir)
@@ -970,7 +970,7 @@ struct CheckpointFacts {
     /// nil when the file is missing or does not parse as a JSON object.
     init?(path: String) {
         guard let data = FileManager.default.contents(atPath: path),
-            let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any]
+            let object = (try? JSONSerialization.jsonObject(with: Data(StoredCheckpointFile(data).json.utf8))) as? [String: Any]
         else { return nil }
         var st = stat()
         guard stat(path, &st) == 0 else { return nil }
