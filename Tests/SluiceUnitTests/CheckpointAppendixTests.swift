@@ -150,3 +150,30 @@ final class CheckpointAppendixTests: XCTestCase {
         XCTAssertLessThan(json.utf8.count + inspector.render(json: false).utf8.count, 5_000, "no blob bytes printed")
     }
 }
+
+/// Checkpoints carrying a large window are spaced so storing it stays a small share of the work.
+final class CheckpointPacingTests: XCTestCase {
+    func testTheIntervalStretchesWithTheWindowAndTheChainsSpeed() throws {
+        let window: UInt64 = 8 << 20
+        let xz = CheckpointPacing(base: 8 << 20, chainNsPerSourceByte: 61.35)
+        let zstd = CheckpointPacing(base: 8 << 20, chainNsPerSourceByte: 5.5)
+        XCTAssertEqual(xz.interval(stateBytes: 0), 8 << 20, "no window, the user's interval")
+        XCTAssertEqual(zstd.interval(stateBytes: 0), 8 << 20)
+        XCTAssertEqual(xz.interval(stateBytes: window), 8 << 20, "a slow decoder already does enough work between two")
+        let stretched = zstd.interval(stateBytes: window)
+        XCTAssertGreaterThan(stretched, 60 << 20)
+        XCTAssertLessThan(stretched, 90 << 20)
+        XCTAssertGreaterThan(zstd.interval(stateBytes: 128 << 20), 15 * stretched, "proportional to the window")
+        XCTAssertEqual(CheckpointPacing(base: 1 << 40, chainNsPerSourceByte: 5.5).interval(stateBytes: window), 1 << 40)
+        XCTAssertEqual(CheckpointPacing(base: 0, chainNsPerSourceByte: 5.5).interval(stateBytes: window), 0, "0 stays off")
+        XCTAssertEqual(CheckpointPacing(base: 1, chainNsPerSourceByte: 0).interval(stateBytes: window), 1)
+        XCTAssertEqual(CheckpointPacing(base: 1, chainNsPerSourceByte: 1e-300).interval(stateBytes: .max), 1 << 62, "bounded")
+    }
+
+    func testTheChainCostComesFromTheRegistry() throws {
+        let spec = try PipelineSpec(parsing: "read x | unzstd | file out")
+        let costs = ThreadPlan.costs(spec: spec, options: PipelineOptions())
+        XCTAssertEqual(costs.count, 3)
+        XCTAssertEqual(costs.reduce(0, +), 0.3 + 4 + 0.3 * 4, accuracy: 1e-9)
+    }
+}

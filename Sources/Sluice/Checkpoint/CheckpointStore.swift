@@ -108,7 +108,9 @@ public final class CheckpointStore: @unchecked Sendable {
         .unsafePath(path: path, reason: "it is not a sluice checkpoint, so sluice will neither use nor remove it; move it away or name another --checkpoint")
     }
 
-    public func save(_ checkpoint: Checkpoint) throws {
+    /// Stores `checkpoint`; returns the size of its appendix (the states' blobs).
+    @discardableResult
+    public func save(_ checkpoint: Checkpoint) throws -> UInt64 {
         let file = try checkpoint.sealed(key: try keyForSaving())
         let temporaryPath = self.temporaryPath
         // A temporary file left by a crash (we hold the lock, so it is not another run's).
@@ -131,6 +133,7 @@ public final class CheckpointStore: @unchecked Sendable {
             throw SluiceError.io(path: path, operation: "rename checkpoint to", errno: code)
         }
         try POSIX.fsyncDirectory(of: path)
+        return file.blobs.reduce(0) { $0 + UInt64($1.count) }
     }
 
     /// Removes the checkpoint and its temporary file: regular files only, so a link or a
