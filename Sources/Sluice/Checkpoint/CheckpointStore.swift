@@ -80,7 +80,12 @@ public final class CheckpointStore: @unchecked Sendable {
             let n = try POSIX.read(fd, into: chunk, path: path)
             if n == 0 { break }
             data.append(contentsOf: UnsafeRawBufferPointer(rebasing: chunk[0..<n]))
-            if data.count > Self.sizeLimit { return .foreign(path: path) }
+            if data.count > Self.sizeLimit {
+                guard Self.isSluiceCheckpoint(data) else { return .foreign(path: path) }
+                return .damaged(
+                    .checkpointRefused(
+                        path: path, reason: "it is larger than \(Self.sizeLimit >> 20) MiB, more than sluice reads (a window over 500 MiB)"))
+            }
         }
         guard Self.isSluiceCheckpoint(data) else { return .foreign(path: path) }
         do {
