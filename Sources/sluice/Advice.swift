@@ -42,6 +42,9 @@ struct Advice {
         case .io(_, _, let code):
             let full = code == ENOSPC || code == EDQUOT
             return facts + "; " + rerun(fix: full ? "free some space" : "fix the problem", fixShort: full ? "free some space" : "fix that")
+        case .transfer(_, .certificate, _):
+            let trust = "pass --cacert FILE to trust a private CA"
+            return facts + "; " + rerun(fix: trust, fixShort: trust)
         case .transfer:
             return facts + "; " + rerun(fix: nil, fixShort: "fix that")
         }

@@ -16,8 +16,9 @@ public enum SluiceError: Error, Sendable, Equatable {
     case unsafePath(path: String, reason: String)
     /// Another run holds the lock on the same output or checkpoint (exit 2); names the lock file.
     case locked(checkpoint: String)
-    /// The transfer failed for good, or after all retries (exit 3).
-    case transfer(url: String, reason: String)
+    /// The transfer failed for good, or after all retries (exit 3): `cause` says why (switch
+    /// on it), `gaveUp` how the retry loop ended.
+    case transfer(url: String, cause: TransferCause, gaveUp: TransferGiveUp = .atOnce)
     /// The stream's SHA-256 is not the one the spec expects (exit 4).
     case checksumMismatch(expected: String, actual: String)
     /// The input of a decoding stage is damaged (exit 5): `format` names it (gzip, xz,
@@ -68,8 +69,14 @@ extension SluiceError: CustomStringConvertible {
             return "refusing to use \(path): \(reason)"
         case .locked(let checkpoint):
             return "another sluice run holds \(checkpoint) for the same output"
-        case .transfer(let url, let reason):
-            return "transfer of \(url) failed: \(reason)"
+        case .transfer(let url, let cause, let gaveUp):
+            let ending: String
+            switch gaveUp {
+            case .atOnce: ending = ""
+            case .afterRetries(let count): ending = " (gave up after \(count == 1 ? "1 retry" : "\(count) retries"))"
+            case .deadlineBeforeRetry: ending = " (the --max-time deadline comes before the next retry)"
+            }
+            return "transfer of \(url) failed: \(cause)\(ending)"
         case .checksumMismatch(let expected, let actual):
             return "checksum mismatch: expected sha256:\(expected), got sha256:\(actual)"
         case .corruptData(let format, let offset, let reason):
