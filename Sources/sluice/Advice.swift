@@ -26,6 +26,9 @@ struct Advice {
             return facts + "; rerun with --restart to discard it and start over"
         case .unsafePath:
             return facts
+        case .notACheckpoint:
+            // Not even --restart touches it: the user's file, whatever it is.
+            return facts + ", so sluice will neither use nor remove it; move it away or name another --checkpoint"
         case .unexpected:
             return facts + " (a bug: please report it with the command that caused it)"
         case .locked:

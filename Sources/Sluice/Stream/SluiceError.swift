@@ -14,6 +14,9 @@ public enum SluiceError: Error, Sendable, Equatable {
     /// A name Sluice would read or write holds something it must not touch: a link, a
     /// FIFO, a device, a file that is not a checkpoint, or another of the run's files (exit 2).
     case unsafePath(path: String, reason: String)
+    /// The checkpoint path holds a file that is not a sluice checkpoint: sluice neither
+    /// uses nor removes it, `--restart` or not (exit 2).
+    case notACheckpoint(path: String)
     /// Another run holds the lock on the same output or checkpoint (exit 2); names the lock file.
     case locked(checkpoint: String)
     /// The transfer failed for good, or after all retries (exit 3): `cause` says why (switch
@@ -36,7 +39,7 @@ public enum SluiceError: Error, Sendable, Equatable {
     /// The process exit status of the CLI contract (README, "Exit status").
     public var exitCode: Int32 {
         switch self {
-        case .spec, .usage, .checkpointRefused, .unsafePath, .locked: return 2
+        case .spec, .usage, .checkpointRefused, .unsafePath, .notACheckpoint, .locked: return 2
         case .transfer: return 3
         case .checksumMismatch: return 4
         case .corruptData: return 5
@@ -67,6 +70,8 @@ extension SluiceError: CustomStringConvertible {
             return "checkpoint \(path): \(reason)"
         case .unsafePath(let path, let reason):
             return "refusing to use \(path): \(reason)"
+        case .notACheckpoint(let path):
+            return "\(path) is not a sluice checkpoint"
         case .locked(let checkpoint):
             return "another sluice run holds \(checkpoint) for the same output"
         case .transfer(let url, let cause, let gaveUp):
