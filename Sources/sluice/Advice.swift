@@ -33,7 +33,7 @@ struct Advice {
             return facts + " (a bug: please report it with the command that caused it)"
         case .locked:
             return facts + "; wait for it to finish or stop it first"
-        case .checksumMismatch, .corruptData:
+        case .checksumMismatch, .corruptData, .limitExceeded:
             return "\(input): " + facts + (toStdout ? "; the bytes already written to stdout are not valid" : "; nothing was written")
         case .remoteChanged:
             return facts + "; output already went to stdout, so it cannot start over; rerun with --restart"

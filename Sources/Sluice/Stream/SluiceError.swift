@@ -27,6 +27,11 @@ public enum SluiceError: Error, Sendable, Equatable {
     /// The input of a decoding stage is damaged (exit 5): `format` names it (gzip, xz,
     /// zstd, tar), `offset` is the stage's input byte where the damage was found.
     case corruptData(format: String, offset: UInt64, reason: String)
+    /// A decoding stage would need more memory than its limit allows (exit 5, as for damaged
+    /// data: this spec cannot produce the output, so the partial output goes). `what` needs
+    /// `needed` bytes (an xz dictionary, a zstd window); `option` is the stage option that
+    /// sets the limit (`memlimit`); `offset` is the stage's input byte where the need was read.
+    case limitExceeded(format: String, offset: UInt64, what: String, needed: UInt64, limit: UInt64, option: String)
     /// A local read or write failed (exit 6).
     case io(path: String, operation: String, errno: Int32)
     /// The remote content changed since the checkpoint and the sink cannot start over (exit 7).
@@ -42,7 +47,7 @@ public enum SluiceError: Error, Sendable, Equatable {
         case .spec, .usage, .checkpointRefused, .unsafePath, .notACheckpoint, .locked: return 2
         case .transfer: return 3
         case .checksumMismatch: return 4
-        case .corruptData: return 5
+        case .corruptData, .limitExceeded: return 5
         case .io: return 6
         case .remoteChanged: return 7
         case .cancelled: return 130
@@ -53,7 +58,7 @@ public enum SluiceError: Error, Sendable, Equatable {
     /// True when the failure proves the output wrong, so partial data and checkpoint must go.
     public var discardsPartialOutput: Bool {
         switch self {
-        case .checksumMismatch, .corruptData: return true
+        case .checksumMismatch, .corruptData, .limitExceeded: return true
         default: return false
         }
     }
@@ -86,6 +91,9 @@ extension SluiceError: CustomStringConvertible {
             return "checksum mismatch: expected sha256:\(expected), got sha256:\(actual)"
         case .corruptData(let format, let offset, let reason):
             return "corrupt \(format) data at byte \(offset) of the \(format) stream: \(reason)"
+        case .limitExceeded(let format, let offset, let what, let needed, let limit, let option):
+            return "\(format) data at byte \(offset) of the \(format) stream needs a \(what) of \(ByteSize.text(needed)),"
+                + " over the limit of \(ByteSize.text(limit)) (\(option)=SIZE raises it)"
         case .io(let path, let operation, let code):
             return "cannot \(operation) \(path): \(String(cString: strerror(code)))"
         case .remoteChanged(let url, let reason):
@@ -95,5 +103,23 @@ extension SluiceError: CustomStringConvertible {
         case .unexpected(let what):
             return "unexpected failure: \(what)"
         }
+    }
+}
+
+/// Thrown where a decoder reads a need over its limit; the stage adds the format and where
+/// (`SluiceError.limitExceeded`), or refuses a checkpoint that records such a need.
+struct DecoderLimitExceeded: Error, Equatable {
+    let what: String
+    let needed: UInt64
+    let limit: UInt64
+    let option: String
+
+    func error(format: String, offset: UInt64) -> SluiceError {
+        .limitExceeded(format: format, offset: offset, what: what, needed: needed, limit: limit, option: option)
+    }
+
+    /// For a checkpoint whose recorded state needs more than the limit.
+    var refusal: String {
+        "it records a \(what) of \(ByteSize.text(needed)), over the limit of \(ByteSize.text(limit)) (\(option)=SIZE)"
     }
 }
