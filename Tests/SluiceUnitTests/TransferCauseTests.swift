@@ -86,6 +86,22 @@ final class TransferCauseTests: XCTestCase {
         }
     }
 
+    /// The pattern the documentation shows: a library caller catches one cause directly.
+    func testACallerCatchesACauseByPattern() throws {
+        try withFaultServer(body: Self.body, fault: { $0.status = 404 }) { server in
+            let pipeline = try Pipeline("fetch \(server.url()) | file \(try makeTemporaryDirectory(self))/out")
+            var caught = false
+            do throws(SluiceError) {
+                try pipeline.run()
+            } catch .transfer(_, .http(status: 404, _, _), _) {
+                caught = true
+            } catch {
+                XCTFail("\(error)")
+            }
+            XCTAssertTrue(caught)
+        }
+    }
+
     /// The message states facts: the cause, then how the retries ended.
     func testMessagesSayTheCauseAndHowTheRetriesEnded() {
         let cause = TransferCause.http(status: 503, statusText: "503 Service Unavailable", server: "s:1")
