@@ -110,7 +110,7 @@ public final class CheckpointStore: @unchecked Sendable {
     }
 
     static func notACheckpoint(_ path: String) -> SluiceError {
-        .unsafePath(path: path, reason: "it is not a sluice checkpoint, so sluice will neither use nor remove it; move it away or name another --checkpoint")
+        .notACheckpoint(path: path)
     }
 
     /// Stores `checkpoint`; returns the size of its appendix (the states' blobs).

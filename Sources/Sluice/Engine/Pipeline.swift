@@ -152,8 +152,7 @@ public final class Pipeline: Sendable {
     /// The names this run reads and writes, for the checks made before anything is touched.
     private func runPaths() -> RunPaths {
         let stdout = output == nil && spec.sink.name == "stdout" ? POSIX.fstatFacts(STDOUT_FILENO) : nil
-        let input = spec.source.name == "read" ? spec.source.arguments.first : nil
-        return RunPaths(output: output, checkpoint: checkpointPath, input: input, stdout: stdout)
+        return RunPaths(output: output, checkpoint: checkpointPath, input: spec.source.kind?.input(spec.source), stdout: stdout)
     }
 
     /// One lock beside the output file (whatever the checkpoint is called) and one beside
