@@ -233,7 +233,7 @@ final class CLIExitCodeTests: XCTestCase {
         guard var json = killed else { return }
         let original = try Data(contentsOf: URL(fileURLWithPath: dir + "/out.sluice"))
 
-        for version in [1, 3, 0, 1000] {
+        for version in [1, 2, 4, 0, 1000] {
             json["version"] = version
             try JSONSerialization.data(withJSONObject: json).write(to: URL(fileURLWithPath: dir + "/out.sluice"))
             let before = try DirectorySnapshot(dir)

@@ -3,7 +3,9 @@ import Sluice
 
 /// Damages a checkpoint's gzip state the way a careless edit or a bad disk might: one
 /// field set to an extreme or random value, or bytes of the inflate state changed.
-/// Used by the in-process and the command-line checkpoint fuzz tests.
+/// Used by the in-process and the command-line checkpoint fuzz tests. Edits go through
+/// `Checkpoint` values, so a save re-seals them, appendix included; `StoredCheckpointFile`
+/// edits the stored bytes themselves (no re-sealing).
 enum CheckpointMutator {
     static let extremes: [UInt64] = [0, 1, 7, 8, 255, 0xffff, 1 << 31, 1 << 32, 1 << 63, UInt64.max, UInt64(Int64.max)]
 
@@ -105,5 +107,31 @@ enum CheckpointMutator {
             }
         }
         return out
+    }
+}
+
+/// A stored checkpoint's two parts — the JSON line and the binary appendix of blobs after
+/// its newline — for tests that edit a file as someone without the key would.
+struct StoredCheckpointFile {
+    var json: String
+    var appendix: Data
+
+    init(_ data: Data) {
+        let newline = data.firstIndex(of: 0x0A) ?? data.endIndex
+        json = String(decoding: data[data.startIndex..<newline], as: UTF8.self)
+        appendix = newline < data.endIndex ? Data(data[(newline + 1)...]) : Data()
+    }
+
+    var data: Data {
+        var data = Data(json.utf8)
+        data.append(0x0A)
+        data.append(appendix)
+        return data
+    }
+
+    /// The `{"length":L,"offset":O}` references to blobs in the JSON, in order.
+    var blobReferences: [String] {
+        let pattern = #/\{"length":[0-9]+,"offset":[0-9]+\}/#
+        return json.matches(of: pattern).map { String(json[$0.range]) }
     }
 }

@@ -238,9 +238,12 @@ public final class Pipeline: Sendable {
         control.progress.emit(.start(spec: spec.redactedDescription, total: checkpoint?.source.totalLength, resumedAt: checkpoint?.source.offset))
         var seal: (@Sendable (Cut) -> Void)?
         if let writer { seal = { cut in writer.submit(cut) } }
+        let pacing = CheckpointPacing(
+            base: options.checkpointInterval,
+            chainNsPerSourceByte: ThreadPlan.costs(spec: spec, options: options).reduce(0, +))
         let head = PipelineHead(
-            source: built.source, next: built.first, startOffset: startOffset,
-            interval: options.checkpointInterval, control: control, seal: seal)
+            source: built.source, next: built.first, startOffset: startOffset, pacing: pacing,
+            stateBytes: { writer?.stateBytes ?? 0 }, control: control, seal: seal)
         do {
             // A checkpoint before the first byte: a kill before the first interval then
             // resumes at the start instead of guessing (stdout appending to a file needs it).

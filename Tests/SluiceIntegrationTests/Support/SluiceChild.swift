@@ -236,7 +236,7 @@ struct CheckpointFacts {
     /// nil when the file is missing or does not parse as a JSON object.
     init?(path: String) {
         guard let data = FileManager.default.contents(atPath: path),
-            let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any]
+            let object = (try? JSONSerialization.jsonObject(with: Data(StoredCheckpointFile(data).json.utf8))) as? [String: Any]
         else { return nil }
         var st = stat()
         guard stat(path, &st) == 0 else { return nil }
