@@ -128,6 +128,28 @@ final class CheckpointAppendixTests: XCTestCase {
         assertRefused(data.prefix(jsonEnd / 2), mentions: "not a sluice checkpoint")
     }
 
+    /// A file over the read limit is judged by its first line alone (a sparse file here, so
+    /// nothing large is written): a checkpoint's is "too large", anything else is not ours.
+    func testAFileOverTheLimitIsJudgedByItsFirstLine() throws {
+        let dir = try makeTemporaryDirectory(self)
+        let path = dir + "/c"
+        let beginnings = [
+            (try sample().encoded(key: .test).prefix(4096), true),
+            (Data("{\"format\":\"sluice-checkpoint\",\"version\":3}\n".utf8), true),
+            (Data("not a checkpoint\n{\"format\":\"sluice-checkpoint\"}".utf8), false),
+            (Data(), false),
+        ]
+        for (start, ours) in beginnings {
+            try start.write(to: URL(fileURLWithPath: path))
+            XCTAssertEqual(truncate(path, off_t(CheckpointStore.sizeLimit) + 1), 0)
+            switch try CheckpointStore(path: path, keyDirectory: dir).read() {
+            case .damaged(let error) where ours: XCTAssertTrue("\(error)".contains("larger than"), "\(error)")
+            case .foreign where !ours: break
+            case let other: XCTFail("\(start.prefix(40)): \(other)")
+            }
+        }
+    }
+
     func testVersionTwoIsRefusedAsOlder() throws {
         var stored = StoredCheckpointFile(try sample().encoded(key: .test))
         stored.json = stored.json.replacingOccurrences(of: "\"version\":3", with: "\"version\":2")

@@ -173,7 +173,13 @@ struct CheckpointFile {
     /// The JSON part and the appendix (nil when there is no newline: a file cut short, or
     /// one from before the appendix).
     static func split(_ data: Data) -> (json: Data, appendix: Data?) {
-        guard let newline = data.firstIndex(of: 0x0A) else { return (data, nil) }
+        // memchr: this scans whatever is at the checkpoint path, up to 512 MiB.
+        let offset = data.withUnsafeBytes { raw -> Int? in
+            guard let base = raw.baseAddress, let found = memchr(base, 0x0A, raw.count) else { return nil }
+            return UnsafeRawPointer(found) - base
+        }
+        guard let offset else { return (data, nil) }
+        let newline = data.startIndex + offset
         return (data[data.startIndex..<newline], data[(newline + 1)...])
     }
 }

@@ -74,13 +74,16 @@ public final class CheckpointStore: @unchecked Sendable {
         var data = Data()
         var st = stat()
         if fstat(fd, &st) == 0, st.st_size > 0, st.st_size <= Self.sizeLimit { data.reserveCapacity(Int(st.st_size)) }
+        // A file already too large is judged by its JSON line alone, not read (and parsed) whole.
+        let tooLarge = st.st_size > Self.sizeLimit
         let chunk = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
         defer { chunk.deallocate() }
         while true {
             let n = try POSIX.read(fd, into: chunk, path: path)
             if n == 0 { break }
             data.append(contentsOf: UnsafeRawBufferPointer(rebasing: chunk[0..<n]))
-            if data.count > Self.sizeLimit {
+            let lineRead = tooLarge && (data.count >= Self.jsonLimit || UnsafeRawBufferPointer(rebasing: chunk[0..<n]).contains(0x0A))
+            if data.count > Self.sizeLimit || lineRead {
                 guard Self.isSluiceCheckpoint(data) else { return .foreign(path: path) }
                 return .damaged(
                     .checkpointRefused(
@@ -99,6 +102,9 @@ public final class CheckpointStore: @unchecked Sendable {
 
     /// The largest file read as a checkpoint: a 256 MiB window with room to spare.
     static let sizeLimit = 512 << 20
+    /// How much of a file over `sizeLimit` is read to tell whether it is a checkpoint: its
+    /// JSON line is a few hundred KiB.
+    static let jsonLimit = 16 << 20
 
     /// Whether `data` says it is a sluice checkpoint (of any version, damaged or not): its
     /// JSON part (all of it, before version 3) names the format. Only such a file may be
