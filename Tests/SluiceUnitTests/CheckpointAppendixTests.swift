@@ -150,6 +150,19 @@ final class CheckpointAppendixTests: XCTestCase {
         }
     }
 
+    /// The refusal of a file nobody authenticated quotes the value it could not use:
+    /// escaped, so a planted checkpoint cannot send control sequences to the terminal.
+    func testADamagedCheckpointsQuotedValueIsEscaped() throws {
+        var stored = StoredCheckpointFile(try sample().encoded(key: .test))
+        let phase = try XCTUnwrap(stored.json.range(of: "\"phase\":\""))
+        stored.json.replaceSubrange(phase, with: "\"phase\":\"\\u001b[2J")
+        XCTAssertThrowsError(try Checkpoint.decode(stored.data, path: "c", key: .test)) { error in
+            let text = "\(error)"
+            XCTAssertTrue(text.contains("damaged"), text)
+            XCTAssertFalse(text.unicodeScalars.contains { $0.value < 0x20 }, text)
+        }
+    }
+
     func testVersionTwoIsRefusedAsOlder() throws {
         var stored = StoredCheckpointFile(try sample().encoded(key: .test))
         stored.json = stored.json.replacingOccurrences(of: "\"version\":3", with: "\"version\":2")

@@ -98,7 +98,9 @@ public struct Checkpoint: Codable, Sendable, Equatable {
         do {
             checkpoint = try decoder.decode(Checkpoint.self, from: json)
         } catch {
-            throw SluiceError.checkpointRefused(path: path, reason: "it is damaged (\(Self.describe(error)))")
+            // Not yet authenticated: what the decoder quotes from the file (a value it could not
+            // use) is escaped, so a planted file cannot put control sequences on the terminal.
+            throw SluiceError.checkpointRefused(path: path, reason: "it is damaged (\(DisplayText.escaped(Self.describe(error))))")
         }
         try checkpoint.authenticate(with: key, path: path, appendixCount: appendix.count)
         return checkpoint
