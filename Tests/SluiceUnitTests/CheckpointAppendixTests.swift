@@ -163,6 +163,34 @@ final class CheckpointAppendixTests: XCTestCase {
         }
     }
 
+    /// inspect's verdict restores each transform's state as a rerun would: one the run
+    /// refuses (a probability out of range, sealed with the user's own key) is not "resume".
+    func testInspectRefusesATransformStateTheRunWouldRefuse() throws {
+        let dir = try makeTemporaryDirectory(self)
+        let xz = try XzTool.compress(makeTestData(count: 400_000, seed: 9), options: "-6", dir: dir)
+        let decoder = try XzDecoder(next: MemorySink())
+        try decoder.write(Array(xz[..<(xz.count / 2)]))
+        var state = decoder.snapshot()
+        let source = SourceState(kind: "fetch", location: "http://example.invalid/x.xz", offset: state.inputOffset)
+        func verdict(_ state: XzState) throws -> (action: String, reason: String) {
+            let checkpoint = Checkpoint(
+                spec: "fetch http://example.invalid/x.xz | unxz | file \(dir)/out", source: source,
+                stages: [StageState(state), StageState(FileSinkState(path: dir + "/out", bytesWritten: state.outputOffset))])
+            try CheckpointStore(path: dir + "/c", keyDirectory: dir + "/keys").save(checkpoint)
+            setenv("SLUICE_STATE_DIR", dir + "/keys", 1)
+            defer { unsetenv("SLUICE_STATE_DIR") }
+            return try CheckpointInspector(path: dir + "/c").verdict
+        }
+        XCTAssertNotEqual(try verdict(state).action, "refuse")
+        var probabilities = try XCTUnwrap(state.block?.lzma.probabilities)
+        probabilities[0] = 0
+        probabilities[1] = 0
+        state.block?.lzma.probabilities = probabilities
+        let refused = try verdict(state)
+        XCTAssertEqual(refused.action, "refuse", refused.reason)
+        XCTAssertTrue(refused.reason.contains("probability"), refused.reason)
+    }
+
     func testVersionTwoIsRefusedAsOlder() throws {
         var stored = StoredCheckpointFile(try sample().encoded(key: .test))
         stored.json = stored.json.replacingOccurrences(of: "\"version\":3", with: "\"version\":2")

@@ -29,6 +29,12 @@ public struct CheckpointInspector {
                 return ("restart", "\(source.location) changed since the checkpoint")
             }
         }
+        if let problem = checkpoint.inconsistency {
+            return ("refuse", "its stage positions do not fit together (\(problem)); --restart discards it")
+        }
+        if let problem = transformStateProblem {
+            return ("refuse", "\(problem); --restart discards it")
+        }
         for state in checkpoint.stages {
             if let problem = state.value.resumeProblem() { return ("restart", problem) }
         }
@@ -36,6 +42,32 @@ public struct CheckpointInspector {
             return ("resume", "from source byte \(source.offset), if the server's validators still match")
         }
         return ("resume", "from source byte \(source.offset)")
+    }
+
+    /// Why a rerun would refuse a transform's state, or nil: each one is restored as the run
+    /// restores it (every field checked), into a sink that keeps nothing. Transforms only:
+    /// restoring a sink or a source touches files.
+    private var transformStateProblem: String? {
+        guard let spec = try? PipelineSpec(parsing: checkpoint.spec), spec.transforms.count <= checkpoint.stages.count else {
+            return "its spec does not parse, or does not match its stages"
+        }
+        var options = PipelineOptions()
+        // The run's --engine is not recorded; the one each gzip state names is the one a rerun needs.
+        for state in checkpoint.stages {
+            if let engine = (state.as(GzipState.self) ?? state.as(DecompressState.self)?.gunzip)?.engine { options.engine = engine }
+        }
+        let context = StageContext(options: options, control: RunControl())
+        for (transform, state) in zip(spec.transforms, checkpoint.stages) {
+            guard case .transform(let make)? = transform.kind?.factory else { continue }
+            do {
+                _ = try make(transform, DiscardingSink(), context, state.value)
+            } catch SluiceError.checkpointRefused(_, let reason) {
+                return reason
+            } catch {
+                return "\(error)"
+            }
+        }
+        return nil
     }
 
     public func render(json: Bool) -> String {
@@ -86,4 +118,12 @@ public struct CheckpointInspector {
         lines.append("rerun       \(verdict.action): \(verdict.reason)")
         return lines.joined(separator: "\n")
     }
+}
+
+/// Takes bytes and keeps none: what a restored transform writes into when only its state
+/// is being checked.
+private final class DiscardingSink: ByteSink {
+    func write(_ bytes: UnsafeRawBufferPointer) throws {}
+    func barrier(_ cut: Cut) throws {}
+    func finish() throws {}
 }
