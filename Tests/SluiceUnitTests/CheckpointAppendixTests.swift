@@ -191,6 +191,23 @@ final class CheckpointAppendixTests: XCTestCase {
         XCTAssertTrue(refused.reason.contains("probability"), refused.reason)
     }
 
+    /// What inspect prints from a checkpoint is escaped, the source's kind included (a
+    /// checkpoint edited and sealed again with the user's key is still a file).
+    func testInspectEscapesTheSourceKind() throws {
+        let dir = try makeTemporaryDirectory(self)
+        let checkpoint = Checkpoint(
+            spec: "read a | file b", source: SourceState(kind: "re\u{1b}[2Jad", location: "a"),
+            stages: [StageState(FileSinkState(path: "b", bytesWritten: 0))])
+        try CheckpointStore(path: dir + "/c", keyDirectory: dir + "/keys").save(checkpoint)
+        setenv("SLUICE_STATE_DIR", dir + "/keys", 1)
+        defer { unsetenv("SLUICE_STATE_DIR") }
+        let inspector = try CheckpointInspector(path: dir + "/c")
+        for json in [false, true] {
+            let text = inspector.render(json: json)
+            XCTAssertFalse(text.unicodeScalars.contains { $0.value == 0x1b }, text)
+        }
+    }
+
     func testVersionTwoIsRefusedAsOlder() throws {
         var stored = StoredCheckpointFile(try sample().encoded(key: .test))
         stored.json = stored.json.replacingOccurrences(of: "\"version\":3", with: "\"version\":2")

@@ -73,11 +73,14 @@ public struct CheckpointInspector {
     public func render(json: Bool) -> String {
         var verdict = self.verdict
         verdict.reason = DisplayText.escaped(verdict.reason)
-        let offsets = checkpoint.stageOffsets
+        // The source's kind names the first row too: a sealed checkpoint is still a file
+        // someone may edit with the user's key, so it is escaped like every other string.
+        let offsets = checkpoint.stageOffsets.map { StageOffset(stage: DisplayText.escaped($0.stage), input: $0.input, output: $0.output) }
         // Older checkpoints stored URLs whole, and any checkpoint may be hand-edited: what is
         // printed has URL secrets redacted and control characters escaped (DisplayText).
         var source = checkpoint.source
         source.location = DisplayText.url(source.location)
+        source.kind = DisplayText.escaped(source.kind)
         source.etag = source.etag.map(DisplayText.escaped)
         source.lastModified = source.lastModified.map(DisplayText.escaped)
         let shownSpec = DisplayText.escaped(
