@@ -4,31 +4,34 @@
 # the last 20% of an uninterrupted run (taken from that run's progress events).
 #   bar: rerun <= 1.25 x (uninterrupted time of the last 20%) + 1 s
 #
-# Usage: Benchmarks/resume-bar.sh [--stage WORD] [--runs N] [--interval SIZE] FILE
+# Usage: Benchmarks/resume-bar.sh [--stage WORD] [--runs N] [--interval SIZE] [--dir DIR] FILE
 #   --stage      the decoding stage: unzstd (default), unxz, gunzip, decompress
 #   --runs       kill/rerun pairs (default 3; each gets its own uninterrupted run before it)
 #   --interval   --checkpoint-interval for every run (default: sluice's own)
+#   --dir        where the outputs and checkpoints go (default: Benchmarks/.corpus, the
+#                repository's disk; /dev/shm takes the disk's fsync out of the picture)
 # Uses the release binary (.build/release/sluice; built when missing). Works in a temporary
-# directory beside the repository (same disk as the benchmarks), removed on exit.
+# directory inside DIR, removed on exit.
 set -uo pipefail
 export LC_ALL=C
 BENCH=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd -- "$BENCH/.." && pwd)
 S="$REPO/.build/release/sluice"
-STAGE=unzstd RUNS=3 INTERVAL=()
+STAGE=unzstd RUNS=3 INTERVAL=() DIR="$BENCH/.corpus"
 while (($# > 1)); do
     case "$1" in
         --stage) STAGE=$2; shift 2 ;;
         --runs) RUNS=$2; shift 2 ;;
         --interval) INTERVAL=(--checkpoint-interval "$2"); shift 2 ;;
+        --dir) DIR=$2; shift 2 ;;
         *) break ;;
     esac
 done
-(($# == 1)) && [[ -f "$1" ]] || { sed -n '2,12p' "$0" >&2; exit 2; }
+(($# == 1)) && [[ -f "$1" ]] || { sed -n '2,14p' "$0" >&2; exit 2; }
 INPUT=$(realpath -- "$1")
 [[ -x "$S" ]] || (cd "$REPO" && swift build -c release --product sluice >&2) || exit 1
-mkdir -p "$BENCH/.corpus"
-W=$(mktemp -d "$BENCH/.corpus/resume.XXXXXX")
+mkdir -p "$DIR"
+W=$(mktemp -d "$DIR/resume.XXXXXX")
 P=
 trap '[[ -n "$P" ]] && kill -9 "$P" 2>/dev/null; rm -rf "$W"' EXIT
 cd "$W" || exit 1
