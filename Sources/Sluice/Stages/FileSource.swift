@@ -97,7 +97,7 @@ public final class FileSource: ByteSource {
 extension StageKind {
     static let read = StageKind.source(
         "read", arguments: [.path], summary: "source: a local file, resumed by offset",
-        nsPerByte: 0.3
+        nsPerByte: 0.3, input: { $0.arguments.first }
     ) { spec, context, saved in
         try FileSource(path: spec.arguments[0], resumeFrom: saved, control: context.control)
     }

@@ -63,6 +63,8 @@ public final class XzDecoder: ForwardingSink {
                 throw SluiceError.checkpointRefused(path: "", reason: "its unxz state is malformed: \(error.reason)")
             } catch let error as XzFormatError {
                 throw SluiceError.checkpointRefused(path: "", reason: "its unxz state does not hold together: \(error.reason)")
+            } catch let limit as DecoderLimitExceeded {
+                throw SluiceError.checkpointRefused(path: "", reason: "its unxz state is unusable: \(limit.refusal)")
             }
         }
     }
@@ -77,6 +79,8 @@ public final class XzDecoder: ForwardingSink {
                 used = try step(rest)
             } catch let error as XzFormatError {
                 throw SluiceError.corruptData(format: "xz", offset: inputOffset, reason: error.reason)
+            } catch let limit as DecoderLimitExceeded {
+                throw limit.error(format: "xz", offset: inputOffset)
             }
             rest = UnsafeRawBufferPointer(rebasing: rest[used...])
         }

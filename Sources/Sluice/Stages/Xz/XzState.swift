@@ -17,8 +17,8 @@ public struct XzState: StageStateValue {
     public var phase: Phase
     public var inputOffset: UInt64
     public var outputOffset: UInt64
-    /// The bytes of the unit being gathered.
-    public var pending: Data
+    /// The bytes of the unit being gathered (up to an LZMA2 chunk; raw in the checkpoint's appendix).
+    @CheckpointBlob public var pending: Data
     public var streamsDone: UInt64
     /// Stream padding bytes since the last stream footer.
     public var paddingRun: UInt64
