@@ -83,7 +83,9 @@ for ((r = 1; r <= RUNS; r++)); do
     wait "$P" 2>/dev/null
     P=
     [[ -f out.sluice ]] || { echo "no checkpoint after the kill (the run ended before 80%?)" >&2; exit 1; }
-    ck=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["source"]["offset"])' out.sluice 2>/dev/null || echo '?')
+    # The checkpoint's first line is its JSON (a binary appendix may follow).
+    ck=$(python3 -c 'import json, sys; print(json.loads(open(sys.argv[1], "rb").readline())["source"]["offset"])' out.sluice \
+        2>/dev/null || echo '?')
     r0=$(now)
     "$S" "${INTERVAL[@]}" --progress none "$SPEC" 2>/dev/null
     r1=$(now)

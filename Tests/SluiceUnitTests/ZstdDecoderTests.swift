@@ -73,7 +73,11 @@ final class ZstdDecoderTests: XCTestCase {
         XCTAssertTrue(try Self.decode(window, windowLimit: 1 << 20) == text, "window of exactly the limit")
         let single = Array(text.prefix(1 << 20))
         XCTAssertTrue(try Self.decode(zstdCompress(single, "-19", in: dir), windowLimit: 1 << 20) == single, "single segment at the limit")
-        expectCorrupt(window, "over the limit", windowLimit: (1 << 20) - 1)
+        XCTAssertThrowsError(try Self.decode(window, windowLimit: (1 << 20) - 1), "one byte under the window") { error in
+            guard case SluiceError.limitExceeded("zstd", _, "window", 1 << 20, (1 << 20) - 1, _)? = error as? SluiceError else {
+                return XCTFail("\(error)")
+            }
+        }
     }
 
     func testConcatenatedSkippableAndEmptyFrames() throws {
