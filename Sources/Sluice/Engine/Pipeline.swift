@@ -226,6 +226,8 @@ public final class Pipeline: Sendable {
         let built: StageChain
         do {
             built = try StageChain(spec: spec, options: options, control: control, restoring: checkpoint)
+        } catch let rejected as StateRejected {
+            throw SluiceError.checkpointRefused(path: store?.path ?? "(no checkpoint)", reason: rejected.reason)
         } catch let error as SluiceError {
             if case .checkpointRefused(_, let reason) = error, let store {
                 throw SluiceError.checkpointRefused(path: store.path, reason: reason)
