@@ -156,13 +156,41 @@ final class UntarRestoreTests: XCTestCase {
         edits.append(("other strip", s))
         s = base
         s.current = .init(
-            path: ByteString(Array("a".utf8)), written: 1, crc32: 0, mode: 0o644,
+            path: ByteString(Array("a".utf8)), written: 1, size: 6, crc32: 0, mode: 0o644,
             mtime: TarTime(seconds: 0, nanoseconds: 0), needsChmod: false)
         edits.append(("file outside member", s))
+        // In member data at byte 1 of 6: header at 0, data from 512; padding 506 after it.
         s.reader.phase = .member
         s.reader.remaining = 5
+        s.reader.offset = 513
+        s.reader.padding = 506
+        let inMember = s
         s.current?.path = ByteString(Array("/etc/passwd".utf8))
         edits.append(("absolute current file", s))
+        // The forged short file: bytes written and still to come no longer make the size.
+        s = inMember
+        s.current?.written = 0
+        edits.append(("written 0", s))
+        s = inMember
+        s.current?.size = 1 << 40
+        edits.append(("size", s))
+        s = inMember
+        s.current?.written = UInt64.max
+        s.current?.size = 4
+        edits.append(("written overflows", s))
+        s = inMember
+        s.current?.written = 2
+        s.current?.size = 7
+        edits.append(("written past the data start", s))
+        s = inMember
+        s.reader.padding = 7
+        edits.append(("padding of another size", s))
+        s = inMember
+        s.reader.offset = 1000
+        edits.append(("reader offset off its block", s))
+        s = base
+        s.reader.pending = [1, 2, 3]
+        edits.append(("header bytes off their block", s))
         for (what, state) in edits {
             XCTAssertThrowsError(try UntarSink(directory: dir + "/out", restoring: state), what) { error in
                 guard case SluiceError.checkpointRefused = error else { return XCTFail("\(what): \(error)") }
@@ -170,5 +198,9 @@ final class UntarRestoreTests: XCTestCase {
         }
         base.reader.phase = .header
         XCTAssertNoThrow(try UntarSink(directory: dir + "/out", restoring: base))
+        // The consistent member state is accepted as far as the state goes (the file itself is missing).
+        XCTAssertThrowsError(try UntarSink(directory: dir + "/out", restoring: inMember)) { error in
+            XCTAssertTrue(error is PartialOutputChanged, "\(error)")
+        }
     }
 }
