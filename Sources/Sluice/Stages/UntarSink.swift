@@ -36,6 +36,8 @@ public final class UntarSink: TerminalSink, TarEventHandler {
     static let maxDirectories = 1_000_000
     static let maxDirectoryBytes = 32 << 20
     public static let maxStrip = 64
+    /// Files longer than this get their CRC as they are written (see `tarData`).
+    static let crcAsWrittenFrom: UInt64 = 1 << 20
 
     private struct OpenFile {
         var fd: Int32
@@ -46,8 +48,9 @@ public final class UntarSink: TerminalSink, TarEventHandler {
         var written: UInt64
         /// The member's data size: a file is complete when `written` reaches it.
         var size: UInt64
-        /// CRC-32 of the first `crcCovers` bytes, extended at each cut by reading back what
-        /// was written since: most files end between two cuts and never need one.
+        /// CRC-32 of the first `crcCovers` bytes: a cut extends it by reading back what was
+        /// written since (most files end between two cuts and never need one); past
+        /// `crcAsWrittenFrom` it follows the writes.
         var crc: UInt32
         var crcCovers: UInt64
         /// Where the member's header is, for messages (0 after a resume).
@@ -312,6 +315,18 @@ public final class UntarSink: TerminalSink, TarEventHandler {
         guard let fd = current?.fd else { return }  // a member whose data is not extracted
         try POSIX.writeAll(fd, bytes, path: partialPath)
         current?.written &+= UInt64(bytes.count)
+        // A large file spans cuts: its CRC follows the bytes while they are in cache (its
+        // first part read back once). A small one mostly ends before the next cut, which
+        // then never reads it at all.
+        if var file = current, file.written > Self.crcAsWrittenFrom {
+            if file.crcCovers &+ UInt64(bytes.count) == file.written {
+                file.crc = Self.crc32(file.crc, bytes)
+                file.crcCovers = file.written
+            } else {
+                extendCRC(&file)
+            }
+            current = file
+        }
     }
 
     /// CRC-32 (gzip's), continued from `crc`.
