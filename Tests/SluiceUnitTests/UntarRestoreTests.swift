@@ -203,4 +203,40 @@ final class UntarRestoreTests: XCTestCase {
             XCTAssertTrue(error is PartialOutputChanged, "\(error)")
         }
     }
+
+    /// The packed directory list: what is appended comes back in order (names sharing
+    /// prefixes or not, mtimes before and after the epoch), and bytes it could not have
+    /// written are refused, not misread.
+    func testDirectoryListRoundTripsAndRefusesForeignBytes() throws {
+        var random = SeededRandom(seed: 5)
+        var dirs: [DirectoryMetadata] = []
+        var path: [UInt8] = Array("a".utf8)
+        for i in 0..<500 {
+            switch random.next() % 3 {
+            case 0: path += Array("/d\(i)".utf8)
+            case 1: path = Array("top\(i)/x".utf8)
+            default: path = Array(path.prefix(max(1, path.count - 3))) + Array("é\(i)".utf8)
+            }
+            let seconds = Int64(bitPattern: random.next()) >> Int64(random.next() % 64)
+            dirs.append(
+                DirectoryMetadata(
+                    path: ByteString(path), mode: UInt32(random.next() % 0o7777),
+                    mtime: TarTime(seconds: seconds, nanoseconds: Int32(random.next() % 1_000_000_000))))
+        }
+        let list = DirectoryList(dirs)
+        XCTAssertEqual(list.list, dirs)
+        XCTAssertEqual(list.count, dirs.count)
+        let reread = try XCTUnwrap(DirectoryList(packed: list.bytes))
+        XCTAssertEqual(reread.list, dirs)
+        // Appending after a reread continues the front coding where it stopped.
+        var continued = reread
+        continued.append(dirs[0])
+        XCTAssertEqual(continued.list, dirs + [dirs[0]])
+        XCTAssertNil(DirectoryList(packed: []))
+        XCTAssertNil(DirectoryList(packed: [1] + list.bytes.dropFirst()), "another format byte")
+        XCTAssertNil(DirectoryList(packed: Array(list.bytes.dropLast())), "truncated")
+        XCTAssertNil(DirectoryList(packed: [2, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01]), "overlong number")
+        XCTAssertNil(DirectoryList(packed: [2, 0o55, 0, 0, 5, 1, 0x61]), "shares more than the previous path has")
+        XCTAssertNil(DirectoryList(packed: [2, 0o55, 0, 0xff, 0xff, 0xff, 0xff, 0x0f, 0, 1, 0x61]), "nanoseconds out of range")
+    }
 }
