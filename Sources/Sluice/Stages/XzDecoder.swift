@@ -443,7 +443,7 @@ public final class XzDecoder: ForwardingSink {
         guard s.pending.count < Self.largestUnit else { throw XzStateError("too many gathered bytes") }
         pending.copyBytes(from: s.pending)
         pendingCount = s.pending.count
-        if phase == .index || phase == .streamPadding {
+        if phase == .index || phase == .streamPadding || phase == .blockBody {
             guard pendingCount == 0 else { throw XzStateError("gathered bytes in a phase that gathers none") }
         } else {
             if phase == .blockHeader { guard pendingCount >= 1, pending[0] != 0 else { throw XzStateError("a block header without its size byte") } }
