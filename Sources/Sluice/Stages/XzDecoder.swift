@@ -284,13 +284,14 @@ public final class XzDecoder: ForwardingSink {
     // MARK: Sized blocks
 
     /// A sized block is whole: it joins the queue (the index learns its declared sizes,
-    /// which decoding checks), and the queue is kept to `decoders` blocks.
+    /// which decoding checks). Past `decoders − 1` queued blocks this thread decodes too,
+    /// so every decoder is busy while no more than `decoders` blocks' output is held.
     private func queue(_ job: XzBlockJob) throws {
         blocks.add(unpadded: job.unpaddedSize, uncompressed: job.header.uncompressedSize ?? 0)
         gathering = nil
         phase = .blockStart
         try pool.submit(job)
-        try emitFinished(keeping: decoders)
+        try emitFinished(keeping: decoders - 1)
     }
 
     /// Hands on the finished blocks at the head of the queue, in order, until at most

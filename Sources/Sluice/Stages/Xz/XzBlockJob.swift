@@ -46,7 +46,7 @@ final class XzBlockJob: @unchecked Sendable {
         let compressed = Int(header.compressedSize ?? 0)
         count = header.size + compressed + (4 - compressed % 4) % 4 + checkKind.size
         raw = .allocate(byteCount: count + Int(CXZ_INPUT_SLACK), alignment: 16)
-        raw.initializeMemory(as: UInt8.self, repeating: 0)
+        UnsafeMutableRawBufferPointer(rebasing: raw[count...]).initializeMemory(as: UInt8.self, repeating: 0)
         gather(headerBytes)
     }
 
