@@ -52,14 +52,17 @@ with open(path, 'wb') as f:
         written += len(chunk)
 PY
 fi
-[[ -f "$CACHE/single.xz" ]] || { echo "[xz] xz -6 -T1" >&2; xz -6 -T1 -k -c "$CACHE/plain" > "$CACHE/single.xz"; }
-[[ -f "$CACHE/multi.xz" ]] || { echo "[xz] xz -6 -T2" >&2; xz -6 -T2 -k -c "$CACHE/plain" > "$CACHE/multi.xz"; }
+[[ -f "$CACHE/multi.xz" ]] || { echo "[xz] xz -6 -T2" >&2; xz -6 -T2 -k -c "$CACHE/plain" > "$CACHE/multi.xz.tmp"; mv "$CACHE/multi.xz.tmp" "$CACHE/multi.xz"; }
+if ((!ONLY_MULTI)) && [[ ! -f "$CACHE/single.xz" ]]; then
+    echo "[xz] xz -6 -T1" >&2
+    xz -6 -T1 -k -c "$CACHE/plain" > "$CACHE/single.xz.tmp" && mv "$CACHE/single.xz.tmp" "$CACHE/single.xz"
+fi
 
 WORK=$(mktemp -d)
 trap '"$REPO_ROOT/Scripts/nginx/stop" "$WORK/nginx" >/dev/null 2>&1 || true; rm -rf "$WORK"' EXIT
 cd "$WORK"
 echo "[xz] load average: $(cut -d' ' -f1-3 /proc/loadavg); corpus $(stat -c %s "$CACHE/plain") bytes," \
-     "single.xz $(stat -c %s "$CACHE/single.xz"), multi.xz $(stat -c %s "$CACHE/multi.xz")"
+     "multi.xz $(stat -c %s "$CACHE/multi.xz")"
 mkdir -p nginx/root
 ln -s "$CACHE/multi.xz" nginx/root/multi.xz
 PORT=$("$REPO_ROOT/Scripts/nginx/start" "$WORK/nginx")
