@@ -68,7 +68,7 @@ ln -s "$CACHE/multi.xz" nginx/root/multi.xz
 PORT=$("$REPO_ROOT/Scripts/nginx/start" "$WORK/nginx")
 URL="http://127.0.0.1:$PORT/multi.xz"
 SHA=$(sha256sum "$CACHE/multi.xz" | cut -d' ' -f1)
-hyperfine --runs "$RUNS" --warmup 1 --prepare 'rm -f out out.sluice* sum' \
+hyperfine --shell bash --runs "$RUNS" --warmup 1 --prepare 'rm -f out out.sluice* sum' \
     -n "curl | tee >(openssl dgst) | xz -T2 -dc (multi)" \
     "curl -sf '$URL' | tee >(openssl dgst -sha256 > sum) | xz -T2 -dc > out" \
     -n "sluice fetch | verify | unxz | file (multi)" \

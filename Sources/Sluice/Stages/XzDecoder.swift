@@ -376,9 +376,10 @@ public final class XzDecoder: ForwardingSink {
 
     // MARK: State
 
-    /// Finished blocks go on before the state is taken: fewer bytes in the checkpoint.
+    /// Finished blocks go on before the state is taken (fewer bytes in the checkpoint); the
+    /// queue is kept to `decoders − 1` blocks, as after every block read.
     public func barrier(_ cut: Cut) throws {
-        try emitFinished(keeping: Int.max)
+        try emitFinished(keeping: decoders - 1)
         cut.record(snapshot())
         try next.barrier(cut)
     }
