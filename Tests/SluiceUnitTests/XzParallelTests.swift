@@ -248,6 +248,29 @@ final class XzParallelTests: XCTestCase {
         }
     }
 
+    /// Workers leave when the stage finishes, fails or is released: none is left running.
+    func testWorkersStopAfterFinishAndAfterFailure() throws {
+        let dir = try makeTemporaryDirectory(self)
+        let plain = makeTestData(count: 60_000, seed: 53)
+        let xz = try Self.multiBlock(plain, "-0 --block-size=5000", dir: dir)
+        let good = try XzDecoder(next: MemorySink(), decoders: 3)
+        try write(xz, to: good, chunk: 4096)
+        XCTAssertEqual(good.workersRunning, 2)
+        try good.finish()
+        XCTAssertEqual(good.workersRunning, 0)
+        var bad = xz
+        bad[xz.count / 2] ^= 0x40
+        let failing = try XzDecoder(next: MemorySink(), decoders: 3)
+        XCTAssertThrowsError(try write(bad, to: failing, chunk: 4096))
+        XCTAssertEqual(failing.workersRunning, 0)
+        // Released in the middle of the stream: deinit stops them (nothing to assert on a
+        // released object; this must simply return).
+        var abandoned: XzDecoder? = try XzDecoder(next: MemorySink(), decoders: 3)
+        try write(Array(xz.prefix(xz.count / 2)), to: XCTUnwrap(abandoned), chunk: 4096)
+        XCTAssertEqual(abandoned?.workersRunning, 2)
+        abandoned = nil
+    }
+
     func testDecoderThreadsFollowTheCores() {
         var options = PipelineOptions()
         XCTAssertEqual(XzDecoder.decoderThreads(options, cores: 2), 2)

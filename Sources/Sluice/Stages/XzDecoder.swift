@@ -108,6 +108,9 @@ public final class XzDecoder: ForwardingSink {
         }
     }
 
+    /// Worker threads still running (for tests: none after `finish` or a failure).
+    var workersRunning: Int { pool.runningWorkers }
+
     /// Damage found on this thread lies after every queued block: a queued block's own
     /// failure is the one to report. Either way the workers stop.
     private func failing(_ found: SluiceError) -> Error {

@@ -36,6 +36,13 @@ final class XzBlockPool: @unchecked Sendable {
         return entries.count
     }
 
+    /// Worker threads that have not left yet.
+    var runningWorkers: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return running
+    }
+
     /// The queued jobs in order (their bytes go into a checkpoint).
     var jobs: [XzBlockJob] {
         condition.lock()
