@@ -21,7 +21,7 @@ while read -r line; do
     if [[ $line =~ \"output_bytes\":([0-9]+) ]] && (( BASH_REMATCH[1] >= AT )); then kill -9 $P; break; fi
 done < ev
 wait $P 2>/dev/null
-ck=$(python3 -c "import json; print(json.load(open('out.sluice'))['source']['offset'])")
+ck=$(python3 -c "import json; print(json.loads(open('out.sluice', 'rb').readline())['source']['offset'])")
 r0=$(date +%s.%N); "$S" "read $XZ | unxz | file out" 2>/dev/null; r1=$(date +%s.%N)
 cmp -s out "$4" && ok=identical || ok=DIFFERENT
 python3 -c "

@@ -36,6 +36,8 @@ do {
     switch error {
     case .checksumMismatch(let expected, let actual):
         print("corrupt download: expected \(expected), got \(actual); nothing was written")
+    case .transfer(_, .http(status: 404, _, _), _):
+        print("not on the server")
     default:
         print("failed: \(error) (exit status \(error.exitCode))")
     }

@@ -26,11 +26,14 @@ struct Advice {
             return facts + "; rerun with --restart to discard it and start over"
         case .unsafePath:
             return facts
+        case .notACheckpoint:
+            // Not even --restart touches it: the user's file, whatever it is.
+            return facts + ", so sluice will neither use nor remove it; move it away or name another --checkpoint"
         case .unexpected:
             return facts + " (a bug: please report it with the command that caused it)"
         case .locked:
             return facts + "; wait for it to finish or stop it first"
-        case .checksumMismatch, .corruptData:
+        case .checksumMismatch, .corruptData, .limitExceeded:
             return "\(input): " + facts + (toStdout ? "; the bytes already written to stdout are not valid" : "; nothing was written")
         case .remoteChanged:
             return facts + "; output already went to stdout, so it cannot start over; rerun with --restart"
@@ -42,6 +45,9 @@ struct Advice {
         case .io(_, _, let code):
             let full = code == ENOSPC || code == EDQUOT
             return facts + "; " + rerun(fix: full ? "free some space" : "fix the problem", fixShort: full ? "free some space" : "fix that")
+        case .transfer(_, .certificate, _):
+            let trust = "pass --cacert FILE to trust a private CA"
+            return facts + "; " + rerun(fix: trust, fixShort: trust)
         case .transfer:
             return facts + "; " + rerun(fix: nil, fixShort: "fix that")
         }

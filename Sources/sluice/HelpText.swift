@@ -70,7 +70,7 @@ enum HelpText {
                             "transfer failed after retries, the server contradicted itself, or --max-time passed: partial data + checkpoint kept, rerun resumes"
                     ),
                     Entry(term: "4", text: "checksum mismatch: no output; partial data and checkpoint removed"),
-                    Entry(term: "5", text: "corrupt compressed data: no output; partial data and checkpoint removed"),
+                    Entry(term: "5", text: "corrupt compressed data, or a stream over its stage's memlimit: no output; partial data and checkpoint removed"),
                     Entry(term: "6", text: "local I/O error (disk full, permission, a thread that cannot start): partial data + last good checkpoint kept"),
                     Entry(term: "7", text: "remote changed since the checkpoint and the sink (stdout) cannot restart"),
                     Entry(

@@ -15,7 +15,9 @@ struct Runner {
         sigaddset(&signals, SIGTERM)
         pthread_sigmask(SIG_BLOCK, &signals, nil)
 
-        let renderer = ProgressRenderer.make(style: arguments.progress, quiet: arguments.quiet)
+        let renderer = ProgressRenderer.make(style: arguments.progress, quiet: arguments.quiet) {
+            Self.readerGone($0) ? 128 + SIGPIPE : $0.exitCode
+        }
         var options = arguments.options
         options.progress = { event in renderer.handle(event) }
         let pipeline = Pipeline(spec: spec, options: options)
@@ -57,7 +59,7 @@ struct Runner {
             return .status(0, message: nil)
         } catch {
             renderer.finish()
-            if case .io("stdout", _, EPIPE) = error { return .readerGone }
+            if Self.readerGone(error) { return .readerGone }
             let advice = Advice(
                 writesCheckpoints: pipeline.writesCheckpoints,
                 checkpointLeft: pipeline.checkpointPath.map(FileManager.default.fileExists(atPath:)) ?? false,
@@ -66,6 +68,12 @@ struct Runner {
             let message = advice.line(for: error)
             return .status(error.exitCode, message: message)
         }
+    }
+
+    /// stdout is a pipe whose reader has gone: the run ends by SIGPIPE (141), not with exit 6.
+    private static func readerGone(_ error: SluiceError) -> Bool {
+        if case .io("stdout", _, EPIPE) = error { return true }
+        return false
     }
 
     private func say(_ line: String) {

@@ -35,7 +35,11 @@ case .inspect(let path, let json):
         print(try CheckpointInspector(path: path).render(json: json))
     } catch SluiceError.checkpointRefused(let path, let reason) {
         // Nothing is being run, so no advice about --restart.
-        StandardError.write("sluice: \(path) cannot be read as a checkpoint: \(reason)\n")
+        StandardError.write("sluice: \(DisplayText.escaped(path)) cannot be read as a checkpoint: \(reason)\n")
+        exit(2)
+    } catch SluiceError.notACheckpoint(let path) {
+        // Nothing is being run: no advice about --checkpoint, an option of runs.
+        StandardError.write("sluice: cannot inspect \(DisplayText.escaped(path)): it is not a sluice checkpoint\n")
         exit(2)
     } catch let error as SluiceError {
         fail(error)

@@ -99,6 +99,24 @@ final class CLIFeatureTests: XCTestCase {
         XCTAssertTrue(missing.stderr.hasPrefix("sluice: "), missing.stderr)
     }
 
+    /// A file that is not a checkpoint: `inspect` says so in its own terms (it has no
+    /// `--checkpoint` to name another); a run says what it will not do and what to do instead.
+    func testNotACheckpointIsToldInTheTermsOfTheCommand() throws {
+        let dir = try makeTemporaryDirectory(self)
+        try Data("my notes\n".utf8).write(to: URL(fileURLWithPath: dir + "/notes"))
+        try Data("data".utf8).write(to: URL(fileURLWithPath: dir + "/in"))
+
+        let inspect = try SluiceBinary.run(["inspect", dir + "/notes"])
+        XCTAssertEqual(inspect.status, 2, inspect.stderr)
+        XCTAssertEqual(inspect.stderr, "sluice: cannot inspect \(dir)/notes: it is not a sluice checkpoint\n")
+
+        let run = try SluiceBinary.run(["--checkpoint", dir + "/notes", "read \(dir)/in | file \(dir)/out"])
+        XCTAssertEqual(run.status, 2, run.stderr)
+        XCTAssertTrue(run.stderr.contains("\(dir)/notes is not a sluice checkpoint"), run.stderr)
+        XCTAssertTrue(run.stderr.contains("name another --checkpoint"), run.stderr)
+        XCTAssertEqual(try String(contentsOfFile: dir + "/notes", encoding: .utf8), "my notes\n")
+    }
+
     /// Every JSON line of a run that retries, is interrupted, and resumes.
     func testProgressJSONThroughRetryAndResume() throws {
         let body = makeTestData(count: 3_000_000, seed: 21)
@@ -184,6 +202,9 @@ final class CLIFeatureTests: XCTestCase {
         let unknown = try SluiceBinary.run(["-qz", spec])
         XCTAssertEqual(unknown.status, 2)
         XCTAssertTrue(unknown.stderr.contains("unknown option '-qz'"), unknown.stderr)
+        let typo = try SluiceBinary.run(["--checkpoint-intervl", "1MiB", spec])
+        XCTAssertEqual(typo.status, 2)
+        XCTAssertTrue(typo.stderr.contains("unknown option '--checkpoint-intervl'; did you mean --checkpoint-interval?"), typo.stderr)
         let valueInside = try SluiceBinary.run(["-fq", dir + "/spec"])
         XCTAssertEqual(valueInside.status, 2, "-f takes a value, so it cannot stand inside a cluster")
     }

@@ -108,6 +108,24 @@ final class SignalTests: XCTestCase {
         XCTAssertTrue(rerun.stderr.contains("resuming"), rerun.stderr)
     }
 
+    /// The same with `--progress json`: the last event says what really happens — exit 141,
+    /// not the exit 6 an ordinary write failure would be.
+    func testAClosedStdoutPipeReportsSIGPIPEInTheJSONErrorEvent() throws {
+        let dir = try makeTemporaryDirectory(self)
+        try Self.makeZeros(dir + "/in", count: 32 << 20)
+        let command =
+            "cd '\(dir)' && timeout -s KILL \(Int(Self.hangGuard)) '\(SluiceBinary.path)' --progress json --checkpoint ck "
+            + "'read in | stdout' 2>err | head -c 100 | wc -c; echo \"status ${PIPESTATUS[0]}\""
+        let result = try shell(command, capture: true)
+        let lines = result.output.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
+        XCTAssertEqual(lines, ["100", "status 141"], "expected death by SIGPIPE (141), got: \(result.output)")
+        let events = try String(contentsOfFile: dir + "/err", encoding: .utf8).split(separator: "\n")
+        let errors = events.filter { $0.contains("\"event\":\"error\"") }
+        XCTAssertEqual(errors.count, 1, "\(events)")
+        XCTAssertTrue(errors.first?.contains("\"exit_code\":141") == true, "\(errors)")
+        XCTAssertEqual(events.last.map(String.init), errors.first.map(String.init), "the error event is the last line")
+    }
+
     // MARK: the second signal
 
     /// Two signals before the run could act on the first (the process is stopped while

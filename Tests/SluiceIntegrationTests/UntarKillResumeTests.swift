@@ -20,7 +20,7 @@ final class UntarKillResumeTests: XCTestCase {
         try killLoop(engine: "isal")
     }
 
-    private func killLoop(engine: String, kills wanted: Int = 8) throws {
+    private func killLoop(engine: String, kills: Int = 8) throws {
         let dir = try makeMemoryTemporaryDirectory(self)
         try makeSourceTree(at: dir + "/src", files: 20_000, seed: 2026, sizeDivisor: 6)
         XCTAssertEqual(try shell("cd \(dir) && tar -cf - -C src . | gzip -6 > tree.tar.gz && mkdir ref && tar -xzf tree.tar.gz -C ref").status, 0)
@@ -28,42 +28,14 @@ final class UntarKillResumeTests: XCTestCase {
         let gzSize = (try FileManager.default.attributesOfItem(atPath: dir + "/tree.tar.gz")[.size] as? NSNumber)?.uint64Value ?? 0
         let work = dir + "/work"
         try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
-        let arguments = [
-            "--progress", "json", "--checkpoint-interval", "256KiB", "--engine", engine,
-            "read \(dir)/tree.tar.gz | verify sha256:\(digest) | gunzip | untar out",
-        ]
-        var resumes = 0
-        let hold = try holdAtSourceEnd(self)
-        for kill in 0..<wanted {
-            let resumeFrom = CheckpointFacts(path: work + "/out.sluice")?.sourceOffset ?? 0
-            let target = max(resumeFrom + 1, gzSize * UInt64(kill + 1) / UInt64(wanted + 2))
-            let run = try SluiceChild(arguments, in: work, environment: hold)
-            guard
-                run.waitForEvent(
-                    "checkpoint", timeout: 120,
-                    where: {
-                        (($0["checkpoint_offset"] as? NSNumber)?.uint64Value ?? 0) >= target
-                    }) != nil
-            else {
-                run.send(SIGKILL)
-                let outcome = run.waitForExit(timeout: 30)
-                return XCTFail("[\(engine)] run \(kill + 1) reached no checkpoint at or past \(target): \(outcome.stderr.suffix(2000))")
-            }
-            run.send(SIGKILL)
-            let outcome = run.waitForExit(timeout: 60)
-            XCTAssertTrue(outcome.signalled, "[\(engine)] run \(kill + 1) finished before the kill")
-            XCTAssertEqual(outcome.events(named: "restart").count, 0, "[\(engine)] run \(kill + 1) started over: \(outcome.stderr.suffix(1000))")
-            if kill > 0 {
-                XCTAssertEqual(outcome.events(named: "resume").count, 1, "[\(engine)] run \(kill + 1) did not resume")
-                resumes += 1
-            }
-            XCTAssertFalse(FileManager.default.fileExists(atPath: work + "/out"), "[\(engine)] DIR exists before the end")
-        }
-        let final = try runSluiceBounded(arguments, in: work, timeout: 300)
-        XCTAssertEqual(final.status, 0, "[\(engine)] final run: \(final.messages)")
-        XCTAssertEqual(final.events(named: "resume").count, 1, "[\(engine)] the final run did not resume")
-        XCTAssertEqual(final.events(named: "restart").count, 0)
-        XCTAssertEqual(resumes, wanted - 1)
+        let loop = KillLoop(
+            label: engine,
+            arguments: [
+                "--progress", "json", "--checkpoint-interval", "256KiB", "--engine", engine,
+                "read \(dir)/tree.tar.gz | verify sha256:\(digest) | gunzip | untar out",
+            ],
+            directory: work, checkpoint: "out.sluice", output: "out")
+        guard try loop.run(self, kills: kills, target: { gzSize * UInt64($0 + 1) / UInt64(kills + 2) }) != nil else { return }
         let expected = treeSnapshot(dir + "/ref", includeRoot: true)
         XCTAssertGreaterThan(expected.count, 20_000)
         let differences = treeDifferences(expected, treeSnapshot(work + "/out", includeRoot: true))

@@ -50,45 +50,14 @@ final class ZstdKillResumeTests: XCTestCase {
         try killLoop(spec: "read \(f.zst) | decompress | file out", fixture: f)
     }
 
-    private func killLoop(spec: String, fixture: (raw: String, zst: String, digest: String), kills wanted: Int = 5) throws {
+    private func killLoop(spec: String, fixture: (raw: String, zst: String, digest: String), kills: Int = 5) throws {
         let size = try fileSize(fixture.zst)
         let dir = try makeTemporaryDirectory(self)
-        let arguments = ["--progress", "json", "--checkpoint-interval", "1MiB", spec]
-        var resumes = 0
-        let hold = try holdAtSourceEnd(self)
-        for kill in 0..<wanted {
-            let stored = CheckpointFacts(path: dir + "/out.sluice")?.sourceOffset
-            // Kill k lands after the first checkpoint in the k-th of `wanted` slices of the first 60%.
-            let target = max(UInt64(Double(size) * 0.6 * Double(kill + 1) / Double(wanted + 1)), (stored ?? 0) + 1)
-            let run = try SluiceChild(arguments, in: dir, environment: hold)
-            guard
-                run.waitForEvent(
-                    "checkpoint", timeout: 120,
-                    where: {
-                        (($0["checkpoint_offset"] as? NSNumber)?.uint64Value ?? 0) >= target
-                    }) != nil
-            else {
-                run.send(SIGKILL)
-                return XCTFail("run \(kill + 1) ended before a checkpoint at or past \(target): \(run.waitForExit(timeout: 30).stderr.suffix(2000))")
-            }
-            run.send(SIGKILL)
-            let outcome = run.waitForExit(timeout: 60)
-            XCTAssertTrue(outcome.signalled && outcome.status == SIGKILL, "run \(kill + 1) was not killed: \(outcome.stderr.suffix(2000))")
-            guard !FileManager.default.fileExists(atPath: dir + "/out") else {
-                return XCTFail("kill \(kill + 1) landed after the run had completed (out exists); the fixture is too small for this machine")
-            }
-            if let stored {
-                let resume = outcome.events(named: "resume").first
-                XCTAssertEqual((resume?["source_offset"] as? NSNumber)?.uint64Value, stored, "run \(kill + 1) did not resume at the checkpoint")
-                if resume != nil { resumes += 1 }
-            }
-            XCTAssertTrue(outcome.events(named: "restart").isEmpty, "run \(kill + 1) started over")
-            XCTAssertGreaterThanOrEqual(CheckpointFacts(path: dir + "/out.sluice")?.sourceOffset ?? 0, target)
-        }
-        let final = try runSluiceBounded(arguments, in: dir, timeout: 120)
-        XCTAssertEqual(final.status, 0, "the final run failed: \(final.messages)")
-        XCTAssertEqual(final.events(named: "resume").count, 1, "the final run did not resume")
-        XCTAssertEqual(resumes, wanted - 1)
+        let loop = KillLoop(
+            label: spec, arguments: ["--progress", "json", "--checkpoint-interval", "1MiB", spec],
+            directory: dir, checkpoint: "out.sluice", output: "out", finalTimeout: 120)
+        // Kill k lands after the first checkpoint in the k-th of `kills` slices of the first 60%.
+        guard try loop.run(self, kills: kills, target: { UInt64(Double(size) * 0.6 * Double($0 + 1) / Double(kills + 1)) }) != nil else { return }
         XCTAssertTrue(try filesEqual(fixture.raw, dir + "/out"), "output differs from the original data")
     }
 }

@@ -8,6 +8,7 @@ import XCTest
 final class FetchDecisionTests: XCTestCase {
     private static let url = FetchURL("http://example.org/data.bin")!
     private static let limits = TransferLimits(stallTimeout: 30, speedLimit: 1000, speedTime: 10)
+    private static let notFound = TransferCause.http(status: 404, statusText: "404 Not Found", server: "example.org")
 
     // MARK: Numbers from a response (issue 8 item 1)
 
@@ -34,7 +35,9 @@ final class FetchDecisionTests: XCTestCase {
 
     func testHugeContentRangeIsRefusedNotTrapped() {
         let verdict = judge(offset: 0, ["HTTP/1.1 206 Partial Content", "Content-Range: bytes 0-18446744073709551615/*"])
-        guard case .failed(.malformed(let reason)) = verdict else { return XCTFail("\(verdict)") }
+        guard case .failed(.malformed(let cause)) = verdict, case .protocolViolation(_, let reason) = cause else {
+            return XCTFail("\(verdict)")
+        }
         XCTAssertTrue(reason.contains("18446744073709551615"), reason)
         let largest = judge(offset: 0, ["HTTP/1.1 206 Partial Content", "Content-Range: bytes 0-9223372036854775806/*"])
         XCTAssertEqual(largest, .deliver(skip: 0, seen: FetchValidators(), end: 9_223_372_036_854_775_807))
@@ -145,7 +148,10 @@ final class FetchDecisionTests: XCTestCase {
         let deliver = ResponseVerdict.deliver(skip: 0, seen: FetchValidators(totalLength: 100), end: 100)
         let table: [(PerformFacts, AttemptNext)] = [
             (facts(deliver, requested: 0, offset: 100), .finished),
-            (facts(deliver, requested: 0, offset: 60), .fail(.transient("example.org ended the response at byte 60 of 100"))),
+            (
+                facts(deliver, requested: 0, offset: 60),
+                .fail(.transient(.truncated(server: "example.org", offset: 60, expected: 100)))
+            ),
             (
                 facts(.deliver(skip: 0, seen: FetchValidators(totalLength: 100), end: 50), requested: 20, offset: 50, known: 100),
                 .askForRest
@@ -154,24 +160,24 @@ final class FetchDecisionTests: XCTestCase {
             (facts(.deliver(skip: 0, seen: FetchValidators(), end: 1000), requested: 0, offset: 1000), .askForRest),
             (facts(.redirect("/x"), requested: 0, offset: 0), .follow("/x")),
             (facts(.complete, requested: 100, offset: 100), .finished),
-            (facts(.failed(.permanent("404")), requested: 0, offset: 0), .fail(.permanent("404"))),
+            (facts(.failed(.permanent(Self.notFound)), requested: 0, offset: 0), .fail(.permanent(Self.notFound))),
             (
                 facts(deliver, requested: 0, offset: 100, trip: .overran),
                 .fail(
                     .malformed(
-                        "example.org sent more bytes than its response announced (it should have ended at source byte 100);"
-                            + " the bytes past that end were not used"))
+                        .protocolViolation(
+                            server: "example.org",
+                            reason: "example.org sent more bytes than its response announced (it should have ended at source byte 100);"
+                                + " the bytes past that end were not used")))
             ),
             (
                 facts(deliver, requested: 0, offset: 7, trip: .deadline),
-                .fail(.outOfTime("the --max-time deadline passed at source byte 7"))
+                .fail(.outOfTime(.deadline(offset: 7)))
             ),
-            (facts(deliver, requested: 0, offset: 7, trip: .stalled), .fail(.transient("no data from example.org for 30 s"))),
+            (facts(deliver, requested: 0, offset: 7, trip: .stalled), .fail(.transient(.stalled(server: "example.org", seconds: 30)))),
             (
                 facts(deliver, requested: 0, offset: 7, trip: .tooSlow),
-                .fail(
-                    .tooSlow(
-                        "example.org sent less than 1000 bytes/s for 10 s (--speed-limit, --speed-time)"))
+                .fail(.tooSlow(.tooSlow(server: "example.org", bytesPerSecond: 1000, seconds: 10)))
             ),
         ]
         for (facts, expected) in table {
@@ -197,37 +203,39 @@ final class FetchDecisionTests: XCTestCase {
             var expected: RetryPolicy.Decision
             var streakAfter: Int
         }
+        let drop = TransferCause.curl(code: 56, message: "drop")
+        let busy = TransferCause.http(status: 503, statusText: "503 Service Unavailable", server: "s")
+        let gone = TransferCause.http(status: 410, statusText: "410 Gone", server: "s")
+        let slow = TransferCause.tooSlow(server: "s", bytesPerSecond: 10, seconds: 1)
+        let overrun = TransferCause.protocolViolation(server: "s", reason: "overrun")
+        let late = TransferCause.deadline(offset: 9)
         let rows: [Row] = [
+            Row(failure: .transient(drop), streak: 0, expected: .retry(attempt: 1, delay: 1, fromStart: false, reason: drop), streakAfter: 1),
+            Row(failure: .transient(drop), streak: 1, expected: .retry(attempt: 2, delay: 2, fromStart: false, reason: drop), streakAfter: 2),
+            Row(failure: .transient(drop), streak: 2, expected: .giveUp(drop, .afterRetries(2)), streakAfter: 3),
             Row(
-                failure: .transient("drop"), streak: 0, expected: .retry(attempt: 1, delay: 1, fromStart: false, reason: "drop"),
-                streakAfter: 1),
+                failure: .transient(drop), streak: 2, progressed: true,
+                expected: .retry(attempt: 1, delay: 1, fromStart: false, reason: drop), streakAfter: 1),
             Row(
-                failure: .transient("drop"), streak: 1, expected: .retry(attempt: 2, delay: 2, fromStart: false, reason: "drop"),
-                streakAfter: 2),
-            Row(failure: .transient("drop"), streak: 2, expected: .giveUp("drop (gave up after 2 retries)"), streakAfter: 3),
+                failure: .transient(busy, retryAfter: 7), streak: 0,
+                expected: .retry(attempt: 1, delay: 7, fromStart: false, reason: busy), streakAfter: 1),
             Row(
-                failure: .transient("drop"), streak: 2, progressed: true,
-                expected: .retry(attempt: 1, delay: 1, fromStart: false, reason: "drop"), streakAfter: 1),
+                failure: .transient(busy, retryAfter: 7), streak: 0, secondsLeft: 5,
+                expected: .giveUp(busy, .deadlineBeforeRetry), streakAfter: 1),
+            Row(failure: .permanent(gone), streak: 0, expected: .giveUp(gone, .atOnce), streakAfter: 0),
             Row(
-                failure: .transient("503", retryAfter: 7), streak: 0,
-                expected: .retry(attempt: 1, delay: 7, fromStart: false, reason: "503"), streakAfter: 1),
-            Row(
-                failure: .transient("503", retryAfter: 7), streak: 0, secondsLeft: 5,
-                expected: .giveUp("503 (the --max-time deadline comes before the next retry)"), streakAfter: 1),
-            Row(failure: .permanent("410"), streak: 0, expected: .giveUp("410"), streakAfter: 0),
-            Row(
-                failure: .permanent("410"), streak: 0, atTarget: true,
-                expected: .retry(attempt: 1, delay: 1, fromStart: true, reason: "410"), streakAfter: 1),
+                failure: .permanent(gone), streak: 0, atTarget: true,
+                expected: .retry(attempt: 1, delay: 1, fromStart: true, reason: gone), streakAfter: 1),
             // Going back to the original URL never resets the streak, even after progress:
             // a target that delivers and then fails for good cannot loop.
             Row(
-                failure: .permanent("410"), streak: 2, progressed: true, atTarget: true,
-                expected: .giveUp("410 (gave up after 2 retries)"), streakAfter: 3),
+                failure: .permanent(gone), streak: 2, progressed: true, atTarget: true,
+                expected: .giveUp(gone, .afterRetries(2)), streakAfter: 3),
             Row(
-                failure: .tooSlow("slow"), streak: 1, progressed: true,
-                expected: .retry(attempt: 2, delay: 2, fromStart: false, reason: "slow"), streakAfter: 2),
-            Row(failure: .malformed("overrun"), streak: 0, atTarget: true, expected: .giveUp("overrun"), streakAfter: 0),
-            Row(failure: .outOfTime("late"), streak: 0, expected: .giveUp("late"), streakAfter: 0),
+                failure: .tooSlow(slow), streak: 1, progressed: true,
+                expected: .retry(attempt: 2, delay: 2, fromStart: false, reason: slow), streakAfter: 2),
+            Row(failure: .malformed(overrun), streak: 0, atTarget: true, expected: .giveUp(overrun, .atOnce), streakAfter: 0),
+            Row(failure: .outOfTime(late), streak: 0, expected: .giveUp(late, .atOnce), streakAfter: 0),
             Row(failure: .changed("etag"), streak: 1, expected: .changed("etag"), streakAfter: 1),
         ]
         for row in rows {
@@ -249,7 +257,7 @@ final class FetchDecisionTests: XCTestCase {
         while attempts < 1_000 {
             attempts += 1
             if case .giveUp = policy.decide(
-                .permanent("403"), streak: &streak, progressed: true, atRedirectTarget: true,
+                .permanent(.http(status: 403, statusText: "403 Forbidden", server: "s")), streak: &streak, progressed: true, atRedirectTarget: true,
                 secondsLeft: nil, jitter: 1)
             {
                 break

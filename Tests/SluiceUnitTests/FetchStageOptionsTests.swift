@@ -44,7 +44,7 @@ final class FetchStageOptionsTests: XCTestCase {
         options.http.connections = 2
         let control = RunControl(progress: ProgressReporter(handler: nil))
         let spec = try PipelineSpec(parsing: "fetch http://127.0.0.1:9/x connections=6 | stdout")
-        guard case .source(let make, _) = StageKind.fetch.factory else { return XCTFail("fetch is not a source") }
+        guard case .source(let make, _, _) = StageKind.fetch.factory else { return XCTFail("fetch is not a source") }
         let source = try make(spec.source, StageContext(options: options, control: control), nil)
         XCTAssertEqual((source as? HTTPSource)?.connections, 6)
         let plain = try make(

@@ -387,7 +387,7 @@ final class HTTPSourceTests: XCTestCase {
         let original = try XCTUnwrap(FetchURL("https://example.org/data.bin"))
         let policy = RedirectPolicy(original: original)
         XCTAssertThrowsError(try policy.follow("http://example.org/data.bin", from: original, hops: 1)) { error in
-            guard case FetchFailure.permanent(let reason)? = error as? FetchFailure else { return XCTFail("\(error)") }
+            guard case FetchFailure.permanent(.redirect(let reason))? = error as? FetchFailure else { return XCTFail("\(error)") }
             XCTAssertTrue(reason.contains("insecure"), reason)
         }
         XCTAssertThrowsError(try policy.follow("file:///etc/passwd", from: original, hops: 1))
@@ -617,9 +617,10 @@ final class HTTPSourceTests: XCTestCase {
         _ error: Error?, url: String, mentions words: [String],
         file: StaticString = #filePath, line: UInt = #line
     ) {
-        guard case .transfer(let failedURL, let reason)? = error as? SluiceError else {
+        guard let failure = error as? SluiceError, case .transfer(let failedURL, _, _) = failure else {
             return XCTFail("expected .transfer, got \(String(describing: error))", file: file, line: line)
         }
+        let reason = failure.description
         XCTAssertEqual(failedURL, DisplayText.redactedURL(url), file: file, line: line)
         for word in words {
             XCTAssertTrue(reason.contains(word), "'\(reason)' does not mention '\(word)'", file: file, line: line)

@@ -62,7 +62,7 @@ final class RunDecisionTests: XCTestCase {
         let rows: [(failure: SluiceError?, created: Bool, removes: Bool, line: UInt)] = [
             (nil, true, true, #line),
             (nil, false, true, #line),  // a crash's leftover goes with a good run
-            (.transfer(url: "u", reason: "404"), false, true, #line),
+            (.transfer(url: "u", cause: .http(status: 404, statusText: "404 Not Found", server: "s")), false, true, #line),
             (.cancelled, false, true, #line),
             (.locked(checkpoint: "l"), true, true, #line),
             (.checkpointRefused(path: "c", reason: "r"), false, false, #line),  // a refusal changes nothing
@@ -81,7 +81,7 @@ final class RunDecisionTests: XCTestCase {
         let fileAgain = Facts(sinkCanStartOver: true, startedOver: true, resumed: false, checkpointKept: true)
         let stdout = Facts(sinkCanStartOver: false, startedOver: false, resumed: true, checkpointKept: true)
         let nothingKept = Facts(sinkCanStartOver: true, startedOver: false, resumed: false, checkpointKept: false)
-        let transfer = SluiceError.transfer(url: "u", reason: "HTTP 404")
+        let transfer = SluiceError.transfer(url: "u", cause: .http(status: 404, statusText: "404 Not Found", server: "s"))
         let mismatch = SluiceError.checksumMismatch(expected: "a", actual: "b")
         let refused = SluiceError.checkpointRefused(path: "c", reason: "bad gzip state")
         let unsafe = SluiceError.unsafePath(path: "p", reason: "other hard links")
@@ -99,7 +99,7 @@ final class RunDecisionTests: XCTestCase {
             ),
             (
                 .sourceChanged(location: "u", reason: "etag"), fileAgain,
-                .fail(.transfer(url: "u", reason: "it changed again while starting over (etag)"), discard: false), #line
+                .fail(.transfer(url: "u", cause: .changedAgain(reason: "etag")), discard: false), #line
             ),
             (.sourceChanged(location: "u", reason: "etag"), stdout, .fail(.remoteChanged(url: "u", reason: "etag"), discard: false), #line),
             (

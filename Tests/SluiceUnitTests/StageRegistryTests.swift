@@ -24,6 +24,21 @@ final class StageRegistryTests: XCTestCase {
         }
     }
 
+    /// A source says which of its arguments is a local input file (the run checks it is not
+    /// the output or the checkpoint); the engine no longer knows the word `read`.
+    func testASourceNamesItsInputFile() throws {
+        let table: [(String, String?)] = [
+            ("read data.gz | gunzip | file out", "data.gz"),
+            ("fetch http://example.org/data.gz | file out", nil),
+            ("stdin | file out", nil),
+        ]
+        for (text, expected) in table {
+            let spec = try PipelineSpec(parsing: text)
+            XCTAssertEqual(spec.source.kind?.input(spec.source), expected, text)
+            XCTAssertNil(spec.sink.kind?.input(spec.sink), "\(text): only a source reads an input")
+        }
+    }
+
     /// A transform with options, to check the grammar the parser applies to every kind.
     private let probe = StageKind.transform(
         "probe", options: [.integer("n", "a count", in: 1...32), .size("limit", "a size", in: 1...(1 << 40))],

@@ -1,11 +1,13 @@
 import CCrypto
 import Foundation
 
-/// One consistent cut of a run, as stored on disk (JSON).
+/// One consistent cut of a run, as stored on disk: a line of JSON, then a binary appendix
+/// holding the states' large byte fields (`CheckpointBlob`) back to back.
 public struct Checkpoint: Codable, Sendable, Equatable {
     /// Bumped whenever the meaning of a field changes; other versions are refused.
     /// 2: snake_case keys, as in `inspect --json` and the progress events; stage states by registry.
-    public static let currentVersion = 2
+    /// 3: the JSON is followed by a newline and the binary appendix of blobs.
+    public static let currentVersion = 3
     public static let formatName = "sluice-checkpoint"
 
     public var format: String = Checkpoint.formatName
@@ -16,8 +18,9 @@ public struct Checkpoint: Codable, Sendable, Equatable {
     public var source: SourceState
     /// The state of every stage after the source, in pipeline order.
     public var stages: [StageState]
-    /// `hmac-sha256:HEX` of the checkpoint's JSON without this field, under the user's
-    /// `CheckpointKey`: a checkpoint someone else wrote or changed is not trusted.
+    /// `hmac-sha256:HEX`, under the user's `CheckpointKey`, of the checkpoint's JSON without
+    /// this field, a newline and the appendix: a checkpoint someone else wrote or changed is
+    /// not trusted.
     public var mac: String?
 
     public init(spec: String, writtenAt: Date = Date(), source: SourceState, stages: [StageState]) {
@@ -29,26 +32,37 @@ public struct Checkpoint: Codable, Sendable, Equatable {
 
     static let macScheme = "hmac-sha256:"
 
-    /// The JSON to store, sealed with `key`.
+    /// The whole file to store, sealed with `key`.
     func encoded(key: CheckpointKey) throws -> Data {
-        var sealed = self
-        sealed.mac = Self.macScheme + hex(key.mac(try unsealedBytes()))
-        return try Self.encoder.encode(sealed)
+        try sealed(key: key).bytes
     }
 
-    /// The encoding the MAC covers: everything but the MAC.
-    private func unsealedBytes() throws -> [UInt8] {
+    /// The file to store, sealed with `key`, as its parts (the blobs are not copied).
+    func sealed(key: CheckpointKey) throws -> CheckpointFile {
+        let unsealed = try unsealedParts()
+        let mac = Self.macScheme + hex(key.mac(parts: [unsealed.json, CheckpointFile.separator] + unsealed.blobs))
+        // The MAC goes in front rather than through a second encoding, which would cost as
+        // much again: key order means nothing to a reader, and the check re-encodes anyway.
+        guard unsealed.json.first == UInt8(ascii: "{"), unsealed.json.count > 2 else {
+            throw SluiceError.io(path: "", operation: "encode checkpoint", errno: EINVAL)
+        }
+        var json = Data("{\"mac\":\"\(mac)\",".utf8)
+        json.append(unsealed.json.dropFirst())
+        return CheckpointFile(json: json, blobs: unsealed.blobs)
+    }
+
+    /// The encoding the MAC covers: everything but the MAC, and the blobs in order.
+    private func unsealedParts() throws -> (json: Data, blobs: [Data]) {
         var unsealed = self
         unsealed.mac = nil
-        return [UInt8](try Self.encoder.encode(unsealed))
-    }
-
-    private static var encoder: JSONEncoder {
+        let collector = CheckpointBlobCollector()
         let encoder = JSONEncoder()
         encoder.dateEncodingStrategy = .iso8601
         encoder.keyEncodingStrategy = .convertToSnakeCase
         encoder.outputFormatting = [.sortedKeys]
-        return encoder
+        encoder.userInfo[.checkpointBlobs] = collector
+        let json = try encoder.encode(unsealed)
+        return (json, collector.blobs)
     }
 
     /// Decodes a checkpoint, refusing other formats and versions before reading the rest,
@@ -59,10 +73,11 @@ public struct Checkpoint: Codable, Sendable, Equatable {
             var format: String?
             var version: Int?
         }
+        let (json, appendix) = CheckpointFile.split(data)
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .iso8601
         decoder.keyDecodingStrategy = .convertFromSnakeCase
-        guard let header = try? decoder.decode(Header.self, from: data), header.format == formatName else {
+        guard let header = try? decoder.decode(Header.self, from: json), header.format == formatName else {
             throw SluiceError.checkpointRefused(path: path, reason: "it is not a sluice checkpoint (it does not parse)")
         }
         if let version = header.version, version < currentVersion {
@@ -75,17 +90,23 @@ public struct Checkpoint: Codable, Sendable, Equatable {
                 path: path,
                 reason: "it has format version \(header.version.map(String.init) ?? "?"), this sluice reads version \(currentVersion)")
         }
+        guard let appendix else {
+            throw SluiceError.checkpointRefused(path: path, reason: "it is damaged (it ends inside its JSON, before the appendix)")
+        }
+        decoder.userInfo[.checkpointBlobs] = CheckpointAppendix(appendix)
         let checkpoint: Checkpoint
         do {
-            checkpoint = try decoder.decode(Checkpoint.self, from: data)
+            checkpoint = try decoder.decode(Checkpoint.self, from: json)
         } catch {
             throw SluiceError.checkpointRefused(path: path, reason: "it is damaged (\(Self.describe(error)))")
         }
-        try checkpoint.authenticate(with: key, path: path)
+        try checkpoint.authenticate(with: key, path: path, appendixCount: appendix.count)
         return checkpoint
     }
 
-    private func authenticate(with key: CheckpointKey?, path: String) throws {
+    /// Checks the MAC over the values as decoded, encoded again: what a blob reference names
+    /// is part of what is authenticated, so references moved around in the JSON do not match.
+    private func authenticate(with key: CheckpointKey?, path: String, appendixCount: Int) throws {
         guard let key else {
             throw CheckpointDistrust(
                 path: path,
@@ -94,8 +115,12 @@ public struct Checkpoint: Codable, Sendable, Equatable {
             )
         }
         // Compared in constant time, so the comparison does not leak how much matched.
-        guard let stored = mac.map({ Array($0.utf8) }), let unsealed = try? unsealedBytes(),
-            case let expected = Array((Self.macScheme + hex(key.mac(unsealed))).utf8),
+        guard let unsealed = try? unsealedParts(), unsealed.blobs.reduce(0, { $0 + $1.count }) == appendixCount else {
+            throw CheckpointDistrust(path: path, reason: "its appendix holds bytes its states do not name (it was changed or damaged)")
+        }
+        guard let stored = mac.map({ Array($0.utf8) }),
+            case let expected = Array(
+                (Self.macScheme + hex(key.mac(parts: [unsealed.json, CheckpointFile.separator] + unsealed.blobs))).utf8),
             stored.count == expected.count, CRYPTO_memcmp(stored, expected, expected.count) == 0
         else {
             throw CheckpointDistrust(path: path, reason: "its authentication code does not match (it was changed, damaged, or written with another key)")
@@ -126,5 +151,29 @@ public struct Checkpoint: Codable, Sendable, Equatable {
             return path.isEmpty ? ctx.debugDescription : "field '\(path)': \(ctx.debugDescription)"
         default: return "\(error)"
         }
+    }
+}
+
+/// A checkpoint file's layout: the sealed JSON (one line: the encoder escapes every newline
+/// inside strings), a newline, then the appendix — the blobs back to back.
+struct CheckpointFile {
+    static let separator = Data([0x0A])
+
+    var json: Data
+    var blobs: [Data]
+
+    /// The whole file, joined (tests; the store writes the parts).
+    var bytes: Data {
+        var data = json
+        data.append(Self.separator)
+        for blob in blobs { data.append(blob) }
+        return data
+    }
+
+    /// The JSON part and the appendix (nil when there is no newline: a file cut short, or
+    /// one from before the appendix).
+    static func split(_ data: Data) -> (json: Data, appendix: Data?) {
+        guard let newline = data.firstIndex(of: 0x0A) else { return (data, nil) }
+        return (data[data.startIndex..<newline], data[(newline + 1)...])
     }
 }

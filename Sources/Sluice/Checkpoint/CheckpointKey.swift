@@ -35,6 +35,23 @@ public struct CheckpointKey: Sendable {
         return Array(out.prefix(Int(length)))
     }
 
+    /// HMAC-SHA256 of the concatenation of `parts`, without joining them (a checkpoint's
+    /// JSON and its appendix's blobs, which may be hundreds of MiB).
+    func mac(parts: [Data]) -> [UInt8] {
+        guard let context = HMAC_CTX_new() else { return mac(parts.flatMap { Array($0) }) }
+        defer { HMAC_CTX_free(context) }
+        _ = HMAC_Init_ex(context, bytes, Int32(bytes.count), EVP_sha256(), nil)
+        for part in parts {
+            part.withUnsafeBytes { raw in
+                if let base = raw.baseAddress { _ = HMAC_Update(context, base.assumingMemoryBound(to: UInt8.self), raw.count) }
+            }
+        }
+        var out = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
+        var length: UInt32 = 0
+        _ = HMAC_Final(context, &out, &length)
+        return Array(out.prefix(Int(length)))
+    }
+
     /// The key stored in `directory`, or nil when there is none yet (a new machine or user).
     static func existing(in directory: String) throws -> CheckpointKey? {
         let dir = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)

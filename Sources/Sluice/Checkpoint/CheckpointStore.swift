@@ -68,16 +68,24 @@ public final class CheckpointStore: @unchecked Sendable {
     func read() throws -> StoredCheckpoint {
         guard let fd = try POSIX.openRegular(path, access: O_RDONLY, operation: "open checkpoint") else { return .none }
         defer { close(fd) }
-        // Checkpoints are a few hundred KiB, except unxz's, which hold the dictionary window
-        // in base64 (4/3 of up to 256 MiB by default); anything far larger is not one.
+        // Checkpoints are a few hundred KiB of JSON plus, in the appendix, a decoder's window:
+        // up to 256 MiB for unxz's default memlimit, 128 MiB for unzstd's window limit.
+        // Anything far larger is not one.
         var data = Data()
-        let chunk = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
+        var st = stat()
+        if fstat(fd, &st) == 0, st.st_size > 0, st.st_size <= Self.sizeLimit { data.reserveCapacity(Int(st.st_size)) }
+        let chunk = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
         defer { chunk.deallocate() }
         while true {
             let n = try POSIX.read(fd, into: chunk, path: path)
             if n == 0 { break }
             data.append(contentsOf: UnsafeRawBufferPointer(rebasing: chunk[0..<n]))
-            if data.count > 512 << 20 { return .foreign(path: path) }
+            if data.count > Self.sizeLimit {
+                guard Self.isSluiceCheckpoint(data) else { return .foreign(path: path) }
+                return .damaged(
+                    .checkpointRefused(
+                        path: path, reason: "it is larger than \(Self.sizeLimit >> 20) MiB, more than sluice reads (a window over 500 MiB)"))
+            }
         }
         guard Self.isSluiceCheckpoint(data) else { return .foreign(path: path) }
         do {
@@ -89,26 +97,35 @@ public final class CheckpointStore: @unchecked Sendable {
         }
     }
 
-    /// Whether `data` says it is a sluice checkpoint (of any version, damaged or not):
-    /// only such a file may be replaced or removed by `--restart`.
+    /// The largest file read as a checkpoint: a 256 MiB window with room to spare.
+    static let sizeLimit = 512 << 20
+
+    /// Whether `data` says it is a sluice checkpoint (of any version, damaged or not): its
+    /// JSON part (all of it, before version 3) names the format. Only such a file may be
+    /// replaced or removed by `--restart`.
     static func isSluiceCheckpoint(_ data: Data) -> Bool {
         struct Header: Decodable { var format: String }
-        return (try? JSONDecoder().decode(Header.self, from: data))?.format == Checkpoint.formatName
+        let json = CheckpointFile.split(data).json
+        return (try? JSONDecoder().decode(Header.self, from: json))?.format == Checkpoint.formatName
     }
 
     static func notACheckpoint(_ path: String) -> SluiceError {
-        .unsafePath(path: path, reason: "it is not a sluice checkpoint, so sluice will neither use nor remove it; move it away or name another --checkpoint")
+        .notACheckpoint(path: path)
     }
 
-    public func save(_ checkpoint: Checkpoint) throws {
-        let data = try checkpoint.encoded(key: try keyForSaving())
+    /// Stores `checkpoint`; returns the size of its appendix (the states' blobs).
+    @discardableResult
+    public func save(_ checkpoint: Checkpoint) throws -> UInt64 {
+        let file = try checkpoint.sealed(key: try keyForSaving())
         let temporaryPath = self.temporaryPath
         // A temporary file left by a crash (we hold the lock, so it is not another run's).
         if POSIX.lstatFacts(temporaryPath)?.kind == .regular { unlink(temporaryPath) }
         let fd = try POSIX.createNew(temporaryPath, mode: 0o600)
         do {
             defer { close(fd) }
-            try data.withUnsafeBytes { try POSIX.writeAll(fd, $0, path: temporaryPath) }
+            for part in [file.json, CheckpointFile.separator] + file.blobs {
+                try part.withUnsafeBytes { try POSIX.writeAll(fd, $0, path: temporaryPath) }
+            }
             try POSIX.fsync(fd, path: temporaryPath)
         } catch {
             unlink(temporaryPath)
@@ -121,6 +138,7 @@ public final class CheckpointStore: @unchecked Sendable {
             throw SluiceError.io(path: path, operation: "rename checkpoint to", errno: code)
         }
         try POSIX.fsyncDirectory(of: path)
+        return file.blobs.reduce(0) { $0 + UInt64($1.count) }
     }
 
     /// Removes the checkpoint and its temporary file: regular files only, so a link or a

@@ -14,6 +14,7 @@ final class CheckpointWriter: @unchecked Sendable {
     private var stopping = false
     private var exited = false
     private var failure: SluiceError?
+    private var lastStateBytes: UInt64 = 0
 
     /// Throws when its thread cannot be started (exit 6).
     init(
@@ -32,6 +33,14 @@ final class CheckpointWriter: @unchecked Sendable {
         pending = cut
         condition.broadcast()
         condition.unlock()
+    }
+
+    /// The appendix size of the last checkpoint stored (its decoders' windows), which
+    /// `CheckpointPacing` spaces the next ones by.
+    var stateBytes: UInt64 {
+        condition.lock()
+        defer { condition.unlock() }
+        return lastStateBytes
     }
 
     /// Waits until every submitted cut is stored; throws if storing one failed.
@@ -71,7 +80,10 @@ final class CheckpointWriter: @unchecked Sendable {
             do {
                 try cut.makeDurable?()
                 let checkpoint = Checkpoint(spec: spec, source: cut.source, stages: cut.stages)
-                try store.save(checkpoint)
+                let stateBytes = try store.save(checkpoint)
+                condition.lock()
+                lastStateBytes = stateBytes
+                condition.unlock()
                 control.progress.emit(.checkpoint(sourceOffset: cut.source.offset, stages: checkpoint.stageOffsets))
             } catch let error as SluiceError {
                 failed = error

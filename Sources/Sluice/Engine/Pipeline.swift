@@ -152,8 +152,7 @@ public final class Pipeline: Sendable {
     /// The names this run reads and writes, for the checks made before anything is touched.
     private func runPaths() -> RunPaths {
         let stdout = output == nil && spec.sink.name == "stdout" ? POSIX.fstatFacts(STDOUT_FILENO) : nil
-        let input = spec.source.name == "read" ? spec.source.arguments.first : nil
-        return RunPaths(output: output, checkpoint: checkpointPath, input: input, stdout: stdout)
+        return RunPaths(output: output, checkpoint: checkpointPath, input: spec.source.kind?.input(spec.source), stdout: stdout)
     }
 
     /// One lock beside the output file (whatever the checkpoint is called) and one beside
@@ -227,6 +226,8 @@ public final class Pipeline: Sendable {
         let built: StageChain
         do {
             built = try StageChain(spec: spec, options: options, control: control, restoring: checkpoint)
+        } catch let rejected as StateRejected {
+            throw SluiceError.checkpointRefused(path: store?.path ?? "(no checkpoint)", reason: rejected.reason)
         } catch let error as SluiceError {
             if case .checkpointRefused(_, let reason) = error, let store {
                 throw SluiceError.checkpointRefused(path: store.path, reason: reason)
@@ -239,9 +240,12 @@ public final class Pipeline: Sendable {
         control.progress.emit(.start(spec: spec.redactedDescription, total: checkpoint?.source.totalLength, resumedAt: checkpoint?.source.offset))
         var seal: (@Sendable (Cut) -> Void)?
         if let writer { seal = { cut in writer.submit(cut) } }
+        let pacing = CheckpointPacing(
+            base: options.checkpointInterval,
+            chainNsPerSourceByte: ThreadPlan.costs(spec: spec, options: options).reduce(0, +))
         let head = PipelineHead(
-            source: built.source, next: built.first, startOffset: startOffset,
-            interval: options.checkpointInterval, control: control, seal: seal)
+            source: built.source, next: built.first, startOffset: startOffset, pacing: pacing,
+            stateBytes: { writer?.stateBytes ?? 0 }, control: control, seal: seal)
         do {
             // A checkpoint before the first byte: a kill before the first interval then
             // resumes at the start instead of guessing (stdout appending to a file needs it).

@@ -1,12 +1,16 @@
 import Dispatch
 
 /// The first sink of every pipeline, written to by the source: counts source bytes,
-/// stops the run when asked, and injects a checkpoint barrier every `interval` bytes.
+/// stops the run when asked, and injects a checkpoint barrier every `interval` bytes
+/// (stretched by `CheckpointPacing` when the last checkpoint carried a large window).
 final class PipelineHead: ByteSink {
     private let next: ByteSink
     private let source: ByteSource
     private let control: RunControl
     private let interval: UInt64
+    private let pacing: CheckpointPacing
+    /// The appendix size of the last stored checkpoint (the checkpoint writer's).
+    private let stateBytes: @Sendable () -> UInt64
     private let seal: (@Sendable (Cut) -> Void)?
     private(set) var offset: UInt64
     /// False once a write into the chain failed: some stage may have taken part of the
@@ -19,13 +23,15 @@ final class PipelineHead: ByteSink {
 
     /// - Parameter seal: where sealed cuts go (the checkpoint writer); nil disables barriers.
     init(
-        source: ByteSource, next: ByteSink, startOffset: UInt64, interval: UInt64,
-        control: RunControl, seal: (@Sendable (Cut) -> Void)?
+        source: ByteSource, next: ByteSink, startOffset: UInt64, pacing: CheckpointPacing,
+        stateBytes: @escaping @Sendable () -> UInt64 = { 0 }, control: RunControl, seal: (@Sendable (Cut) -> Void)?
     ) {
         self.source = source
         self.next = next
         self.offset = startOffset
-        self.interval = interval
+        self.interval = pacing.base
+        self.pacing = pacing
+        self.stateBytes = stateBytes
         self.control = control
         self.seal = seal
     }
@@ -40,7 +46,11 @@ final class PipelineHead: ByteSink {
         }
         offset &+= UInt64(bytes.count)
         sinceBarrier &+= UInt64(bytes.count)
-        if interval > 0 && sinceBarrier >= interval { try injectBarrier() }
+        // Past the user's interval, ask how far this run's windows stretch it (a lock, so
+        // only then).
+        if interval > 0 && sinceBarrier >= interval && sinceBarrier >= pacing.interval(stateBytes: stateBytes()) {
+            try injectBarrier()
+        }
         let now = DispatchTime.now().uptimeNanoseconds
         if now >= nextReport {
             nextReport = now + Self.reportInterval

@@ -94,7 +94,7 @@ enum AfterAttempt: Equatable {
                 return .fail(.remoteChanged(url: location, reason: reason), discard: false)
             }
             guard !facts.startedOver else {
-                return .fail(.transfer(url: location, reason: "it changed again while starting over (\(reason))"), discard: false)
+                return .fail(.transfer(url: location, cause: .changedAgain(reason: reason)), discard: false)
             }
             let since = facts.resumed ? "since the checkpoint" : "during the transfer"
             return .startOver(reason: "\(location) changed \(since) (\(reason)); starting over from zero")

@@ -13,7 +13,7 @@ final class StageChain {
     init(spec: PipelineSpec, options: PipelineOptions, control: RunControl, restoring checkpoint: Checkpoint?) throws {
         let context = StageContext(options: options, control: control)
         // The source first: a resume that finds the data changed must not touch the output.
-        guard case .source(let makeSource, _)? = spec.source.kind?.factory else {
+        guard case .source(let makeSource, _, _)? = spec.source.kind?.factory else {
             throw SluiceError.usage("the first stage must be a source")
         }
         source = try makeSource(spec.source, context, checkpoint?.source)

@@ -16,13 +16,7 @@ struct ThreadPlan {
     /// plan starts at most one thread per core for transforms plus one for the sink,
     /// however many stages the spec has.
     init(spec: PipelineSpec, options: PipelineOptions, cores: Int = ProcessInfo.processInfo.activeProcessorCount) {
-        var expansion = 1.0
-        var costs: [Double] = []
-        for stage in spec.stages {
-            let cost = stage.kind?.cost(options) ?? StageCost(nsPerByte: 0)
-            costs.append(cost.nsPerByte * expansion)
-            expansion *= cost.expansion
-        }
+        let costs = Self.costs(spec: spec, options: options)
         let heaviest = costs.max() ?? 0
         // Each core may take one transform, heaviest first, if it is at least half as
         // heavy as the heaviest stage; the rest ride on the thread in front of them.
@@ -33,5 +27,17 @@ struct ThreadPlan {
         ownThread = spec.stages.indices.map { index in
             index == 0 || index == spec.stages.count - 1 || candidates.contains(index)
         }
+    }
+
+    /// What each stage costs per source byte (nanoseconds), indexed like `spec.stages`.
+    static func costs(spec: PipelineSpec, options: PipelineOptions) -> [Double] {
+        var expansion = 1.0
+        var costs: [Double] = []
+        for stage in spec.stages {
+            let cost = stage.kind?.cost(options) ?? StageCost(nsPerByte: 0)
+            costs.append(cost.nsPerByte * expansion)
+            expansion *= cost.expansion
+        }
+        return costs
     }
 }

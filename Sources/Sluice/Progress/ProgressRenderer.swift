@@ -18,6 +18,7 @@ public final class ProgressRenderer: Sendable {
     private enum Mode { case bar, json, quietBar }
     private let mode: Mode
     private let quiet: Bool
+    private let exitStatus: @Sendable (SluiceError) -> Int32
     private let state = Mutex(State())
     private let started = Date()
 
@@ -35,19 +36,27 @@ public final class ProgressRenderer: Sendable {
         var attempts = 0
     }
 
-    /// `quiet`: only errors (printed by the caller) reach stderr.
-    public static func make(style: ProgressStyle, quiet: Bool, stderrIsTerminal: Bool = isatty(STDERR_FILENO) == 1) -> ProgressRenderer {
+    /// `quiet`: only errors (printed by the caller) reach stderr. `exitStatus`: the status the
+    /// process ends with after a failure, for the JSON `error` event — `exitCode` unless the
+    /// caller ends otherwise (the CLI dies of SIGPIPE when stdout's reader has gone).
+    public static func make(
+        style: ProgressStyle, quiet: Bool, stderrIsTerminal: Bool = isatty(STDERR_FILENO) == 1,
+        exitStatus: @escaping @Sendable (SluiceError) -> Int32 = { $0.exitCode }
+    ) -> ProgressRenderer {
+        let mode: Mode
         switch style {
-        case .json: return ProgressRenderer(mode: .json, quiet: quiet)
-        case .bar: return ProgressRenderer(mode: quiet ? .quietBar : .bar, quiet: quiet)
-        case .auto: return ProgressRenderer(mode: stderrIsTerminal && !quiet ? .bar : .quietBar, quiet: quiet)
-        case .none: return ProgressRenderer(mode: .quietBar, quiet: quiet)
+        case .json: mode = .json
+        case .bar: mode = quiet ? .quietBar : .bar
+        case .auto: mode = stderrIsTerminal && !quiet ? .bar : .quietBar
+        case .none: mode = .quietBar
         }
+        return ProgressRenderer(mode: mode, quiet: quiet, exitStatus: exitStatus)
     }
 
-    private init(mode: Mode, quiet: Bool) {
+    private init(mode: Mode, quiet: Bool, exitStatus: @escaping @Sendable (SluiceError) -> Int32) {
         self.mode = mode
         self.quiet = quiet
+        self.exitStatus = exitStatus
     }
 
     public func handle(_ event: ProgressEvent) {
@@ -222,7 +231,7 @@ public final class ProgressRenderer: Sendable {
                 if let connections = s.connections { object["connections"] = connections }
             case .error(let error):
                 object["event"] = "error"
-                object["exit_code"] = Int(error.exitCode)
+                object["exit_code"] = Int(exitStatus(error))
                 object["message"] = DisplayText.escaped(error.description)
             case .connections(let count):
                 s.connections = count

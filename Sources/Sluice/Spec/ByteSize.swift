@@ -22,4 +22,14 @@ public enum ByteSize {
         let (product, overflow) = n.multipliedReportingOverflow(by: factor)
         return overflow ? nil : product
     }
+
+    /// `bytes` in the largest binary unit that divides it exactly: "256 MiB", "1 GiB",
+    /// "1000 bytes" — a size a user can write back into an option.
+    public static func text(_ bytes: UInt64) -> String {
+        for (name, unit) in [("TiB", UInt64(1) << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)]
+        where bytes >= unit && bytes % unit == 0 {
+            return "\(bytes / unit) \(name)"
+        }
+        return bytes == 1 ? "1 byte" : "\(bytes) bytes"
+    }
 }

@@ -133,8 +133,8 @@ public final class Decompressor: ForwardingSink {
     }
 
     private func restore(_ state: DecompressState) throws {
-        func refuse(_ why: String) -> SluiceError {
-            .checkpointRefused(path: "", reason: "its decompress state is unusable: \(why)")
+        func refuse(_ why: String) -> StateRejected {
+            StateRejected("its decompress state is unusable: \(why)")
         }
         guard let chosen = state.codec else {
             seen = [UInt8](state.seen)

@@ -1,27 +1,28 @@
 import Foundation
 
-/// The gzip decoder's state at a cut: where in which member it stands.
+/// The gzip decoder's state at a cut: where in which member it stands. Its fields are the
+/// decoder's own; a checkpoint carries them as JSON (docs/ARCHITECTURE.md).
 public struct GzipState: StageStateValue {
     public static let stage = "gunzip"
-    public enum Phase: String, Codable, Sendable {
+    enum Phase: String, Codable, Sendable {
         /// Between members (or before the first): the next byte must start a member.
         case between
         case header, deflate, trailer
         /// Zero bytes after the last member (tape padding); gzip accepts them, so do we.
         case padding
     }
-    public var engine: InflateEngineKind
-    public var phase: Phase
+    var engine: InflateEngineKind
+    var phase: Phase
     /// Compressed bytes consumed, and decompressed bytes delivered, over the whole stream.
-    public var compressedOffset: UInt64
-    public var outputOffset: UInt64
-    public var membersDone: Int
+    var compressedOffset: UInt64
+    var outputOffset: UInt64
+    var membersDone: Int
     /// The current member's running CRC-32 and length (ISIZE is this mod 2^32).
-    public var memberCrc: UInt32
-    public var memberLength: UInt64
-    public var header: GzipHeaderParser?
-    public var trailer: [UInt8]?
-    public var deflate: DeflateState?
+    var memberCrc: UInt32
+    var memberLength: UInt64
+    var header: GzipHeaderParser?
+    var trailer: [UInt8]?
+    var deflate: DeflateState?
 
     public var position: StagePosition { StagePosition(input: compressedOffset, output: outputOffset) }
 }
@@ -198,10 +199,8 @@ public final class GzipDecoder: ByteSink {
     /// Takes over a checkpoint's state, checking every field first: a checkpoint is input.
     private func restore(_ state: GzipState) throws {
         guard state.engine == engineKind else {
-            throw SluiceError.checkpointRefused(
-                path: "(gunzip stage)",
-                reason:
-                    "it was made by the \(state.engine.rawValue) inflate engine, this run uses \(engineKind.rawValue) (pass --engine \(state.engine.rawValue) to resume it)"
+            throw StateRejected(
+                "it was made by the \(state.engine.rawValue) inflate engine, this run uses \(engineKind.rawValue) (pass --engine \(state.engine.rawValue) to resume it)"
             )
         }
         // Counters that later arithmetic adds to: far beyond anything a real run reaches.
@@ -248,8 +247,8 @@ public final class GzipDecoder: ByteSink {
         }
     }
 
-    private func malformed(_ what: String) -> SluiceError {
-        .checkpointRefused(path: "(gunzip stage)", reason: "the gzip state is malformed: \(what)")
+    private func malformed(_ what: String) -> StateRejected {
+        StateRejected("the gzip state is malformed: \(what)")
     }
 }
 

@@ -50,7 +50,7 @@ public final class HTTPSource: ByteSource {
         startOffset = resumeFrom?.offset ?? 0
         // Offsets become curl_off_t and Range values: a checkpoint claiming more is damaged.
         guard startOffset <= HTTPNumber.maximum else {
-            throw SluiceError.checkpointRefused(path: "", reason: "its source offset \(startOffset) is beyond 2^63-1")
+            throw StateRejected("its source offset \(startOffset) is beyond 2^63-1")
         }
         requireProof = resumeFrom != nil && (resumeFrom?.offset ?? 0) > 0 && start.query != nil
         firstSeen = Mutex(resumeFrom.map(FetchValidators.init))
@@ -99,7 +99,7 @@ public final class HTTPSource: ByteSource {
         screen: ((HTTPResponseHead) -> ResponseVerdict?)? = nil
     ) throws {
         guard let transfer = connection ?? CurlTransfer(options: options) else {
-            throw SluiceError.transfer(url: shownURL, reason: "libcurl could not be initialised")
+            throw SluiceError.transfer(url: shownURL, cause: .curlUnavailable)
         }
         var offset = first
         // Where the last redirect chain ended: later attempts of this run go straight there.
@@ -122,13 +122,13 @@ public final class HTTPSource: ByteSource {
                 atRedirectTarget: location != start,
                 secondsLeft: deadline.map { $0 - Monotonic.seconds() })
             switch decision {
-            case .giveUp(let reason):
-                throw SluiceError.transfer(url: shownURL, reason: scrub(reason))
+            case .giveUp(let cause, let gaveUp):
+                throw SluiceError.transfer(url: shownURL, cause: cause.mapText(scrub), gaveUp: gaveUp)
             case .changed(let reason):
                 throw SourceChanged(location: shownURL, reason: scrub(reason))
             case .retry(let number, let delay, let fromStart, let reason):
                 if fromStart { location = start }
-                control.progress.emit(.retry(attempt: number, delay: delay, reason: scrub(reason)))
+                control.progress.emit(.retry(attempt: number, delay: delay, reason: scrub(reason.description)))
                 try RetryBackoff.wait(delay, control: control)
             }
         }
@@ -178,7 +178,7 @@ public final class HTTPSource: ByteSource {
             // A segment: everything asked for has arrived.
             if let until, offset >= until, case .deliver? = outcome.verdict { return }
             let facts = PerformFacts(
-                code: outcome.code, message: outcome.message, verdict: outcome.verdict, trip: trip,
+                code: outcome.code, message: outcome.message, osErrno: outcome.osErrno, verdict: outcome.verdict, trip: trip,
                 skipLeft: outcome.skipLeft, requested: requested, offset: offset,
                 knownTotal: firstSeen.withLock { $0?.totalLength })
             switch AttemptJudge.next(after: facts, url: current, limits: limits) {

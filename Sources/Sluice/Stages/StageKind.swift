@@ -22,8 +22,11 @@ public struct StageKind: Sendable {
     let factory: Factory
 
     enum Factory: Sendable {
-        /// `resumable`: whether a rerun can continue this source at all (stdin cannot).
-        case source(@Sendable (StageSpec, StageContext, SourceState?) throws -> ByteSource, resumable: Bool)
+        /// `resumable`: whether a rerun can continue this source at all (stdin cannot);
+        /// `input`: the local file it reads, if it reads one (`read PATH`).
+        case source(
+            @Sendable (StageSpec, StageContext, SourceState?) throws -> ByteSource, resumable: Bool,
+            input: @Sendable (StageSpec) -> String?)
         case transform(@Sendable (StageSpec, ByteSink, StageContext, (any StageStateValue)?) throws -> ByteSink)
         case sink(
             @Sendable (StageSpec, StageContext, (any StageStateValue)?) throws -> ByteSink,
@@ -43,20 +46,30 @@ public struct StageKind: Sendable {
 
     /// Whether a rerun can resume this source at all (stdin cannot); true for other roles.
     public var resumable: Bool {
-        if case .source(_, let resumable) = factory { return resumable }
+        if case .source(_, let resumable, _) = factory { return resumable }
         return true
+    }
+
+    /// The local file a source reads (nil for other sources and other roles), which the
+    /// run checks before it starts: it must not be the output or the checkpoint.
+    func input(_ spec: StageSpec) -> String? {
+        if case .source(_, _, let input) = factory { return input(spec) }
+        return nil
     }
 }
 
 extension StageKind {
+    /// `input`: which local file the source reads, given its spec (`read PATH`: its argument).
     static func source(
         _ word: String, arguments: [StageArgument] = [], options: [StageOption] = [],
         summary: String, nsPerByte: Double, resumable: Bool = true,
+        input: @escaping @Sendable (StageSpec) -> String? = { _ in nil },
         make: @escaping @Sendable (StageSpec, StageContext, SourceState?) throws -> ByteSource
     ) -> StageKind {
         StageKind(
             word: word, role: .source, arguments: arguments, options: options, summary: summary,
-            cost: { _ in StageCost(nsPerByte: nsPerByte) }, stateType: nil, factory: .source(make, resumable: resumable))
+            cost: { _ in StageCost(nsPerByte: nsPerByte) }, stateType: nil,
+            factory: .source(make, resumable: resumable, input: input))
     }
 
     static func transform<State: StageStateValue>(
@@ -89,7 +102,7 @@ extension StageKind {
     private static func typed<State: StageStateValue>(_ saved: (any StageStateValue)?, as: State.Type) throws -> State? {
         guard let saved else { return nil }
         guard let state = saved as? State else {
-            throw SluiceError.checkpointRefused(path: "", reason: "its \(State.stage) stage holds the state of a \(type(of: saved).stage) stage")
+            throw StateRejected("its \(State.stage) stage holds the state of a \(type(of: saved).stage) stage")
         }
         return state
     }

@@ -83,6 +83,8 @@ public final class XzDecoder: ForwardingSink {
                 throw SluiceError.checkpointRefused(path: "", reason: "its unxz state is malformed: \(error.reason)")
             } catch let error as XzFormatError {
                 throw SluiceError.checkpointRefused(path: "", reason: "its unxz state does not hold together: \(error.reason)")
+            } catch let limit as DecoderLimitExceeded {
+                throw SluiceError.checkpointRefused(path: "", reason: "its unxz state is unusable: \(limit.refusal)")
             }
         }
     }
@@ -100,6 +102,8 @@ public final class XzDecoder: ForwardingSink {
                 used = try step(rest)
             } catch let error as XzFormatError {
                 throw failing(SluiceError.corruptData(format: "xz", offset: inputOffset, reason: error.reason))
+            } catch let limit as DecoderLimitExceeded {
+                throw failing(limit.error(format: "xz", offset: inputOffset))
             } catch {
                 pool.shutdown()
                 throw error

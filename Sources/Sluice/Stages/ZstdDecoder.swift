@@ -44,7 +44,9 @@ public final class ZstdDecoder: ForwardingSink {
             do {
                 try restore(state)
             } catch let error as ZstdFormatError {
-                throw SluiceError.checkpointRefused(path: "", reason: "its unzstd state is unusable: \(error.reason)")
+                throw StateRejected("its unzstd state is unusable: \(error.reason)")
+            } catch let limit as DecoderLimitExceeded {
+                throw StateRejected("its unzstd state is unusable: \(limit.refusal)")
             }
         }
     }
@@ -81,6 +83,8 @@ public final class ZstdDecoder: ForwardingSink {
             try complete()
         } catch let error as ZstdFormatError {
             throw SluiceError.corruptData(format: "zstd", offset: unitStart, reason: error.reason)
+        } catch let limit as DecoderLimitExceeded {
+            throw limit.error(format: "zstd", offset: unitStart)
         }
     }
 

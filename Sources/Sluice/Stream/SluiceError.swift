@@ -14,15 +14,24 @@ public enum SluiceError: Error, Sendable, Equatable {
     /// A name Sluice would read or write holds something it must not touch: a link, a
     /// FIFO, a device, a file that is not a checkpoint, or another of the run's files (exit 2).
     case unsafePath(path: String, reason: String)
+    /// The checkpoint path holds a file that is not a sluice checkpoint: sluice neither
+    /// uses nor removes it, `--restart` or not (exit 2).
+    case notACheckpoint(path: String)
     /// Another run holds the lock on the same output or checkpoint (exit 2); names the lock file.
     case locked(checkpoint: String)
-    /// The transfer failed for good, or after all retries (exit 3).
-    case transfer(url: String, reason: String)
+    /// The transfer failed for good, or after all retries (exit 3): `cause` says why (switch
+    /// on it), `gaveUp` how the retry loop ended.
+    case transfer(url: String, cause: TransferCause, gaveUp: TransferGiveUp = .atOnce)
     /// The stream's SHA-256 is not the one the spec expects (exit 4).
     case checksumMismatch(expected: String, actual: String)
     /// The input of a decoding stage is damaged (exit 5): `format` names it (gzip, xz,
     /// zstd, tar), `offset` is the stage's input byte where the damage was found.
     case corruptData(format: String, offset: UInt64, reason: String)
+    /// A decoding stage would need more memory than its limit allows (exit 5, as for damaged
+    /// data: this spec cannot produce the output, so the partial output goes). `what` needs
+    /// `needed` bytes (an xz dictionary, a zstd window); `option` is the stage option that
+    /// sets the limit (`memlimit`); `offset` is the stage's input byte where the need was read.
+    case limitExceeded(format: String, offset: UInt64, what: String, needed: UInt64, limit: UInt64, option: String)
     /// A local read or write failed (exit 6).
     case io(path: String, operation: String, errno: Int32)
     /// The remote content changed since the checkpoint and the sink cannot start over (exit 7).
@@ -35,10 +44,10 @@ public enum SluiceError: Error, Sendable, Equatable {
     /// The process exit status of the CLI contract (README, "Exit status").
     public var exitCode: Int32 {
         switch self {
-        case .spec, .usage, .checkpointRefused, .unsafePath, .locked: return 2
+        case .spec, .usage, .checkpointRefused, .unsafePath, .notACheckpoint, .locked: return 2
         case .transfer: return 3
         case .checksumMismatch: return 4
-        case .corruptData: return 5
+        case .corruptData, .limitExceeded: return 5
         case .io: return 6
         case .remoteChanged: return 7
         case .cancelled: return 130
@@ -49,7 +58,7 @@ public enum SluiceError: Error, Sendable, Equatable {
     /// True when the failure proves the output wrong, so partial data and checkpoint must go.
     public var discardsPartialOutput: Bool {
         switch self {
-        case .checksumMismatch, .corruptData: return true
+        case .checksumMismatch, .corruptData, .limitExceeded: return true
         default: return false
         }
     }
@@ -66,14 +75,25 @@ extension SluiceError: CustomStringConvertible {
             return "checkpoint \(path): \(reason)"
         case .unsafePath(let path, let reason):
             return "refusing to use \(path): \(reason)"
+        case .notACheckpoint(let path):
+            return "\(path) is not a sluice checkpoint"
         case .locked(let checkpoint):
             return "another sluice run holds \(checkpoint) for the same output"
-        case .transfer(let url, let reason):
-            return "transfer of \(url) failed: \(reason)"
+        case .transfer(let url, let cause, let gaveUp):
+            let ending: String
+            switch gaveUp {
+            case .atOnce: ending = ""
+            case .afterRetries(let count): ending = " (gave up after \(count == 1 ? "1 retry" : "\(count) retries"))"
+            case .deadlineBeforeRetry: ending = " (the --max-time deadline comes before the next retry)"
+            }
+            return "transfer of \(url) failed: \(cause)\(ending)"
         case .checksumMismatch(let expected, let actual):
             return "checksum mismatch: expected sha256:\(expected), got sha256:\(actual)"
         case .corruptData(let format, let offset, let reason):
             return "corrupt \(format) data at byte \(offset) of the \(format) stream: \(reason)"
+        case .limitExceeded(let format, let offset, let what, let needed, let limit, let option):
+            return "\(format) data at byte \(offset) of the \(format) stream needs a \(what) of \(ByteSize.text(needed)),"
+                + " over the limit of \(ByteSize.text(limit)) (\(option)=SIZE raises it)"
         case .io(let path, let operation, let code):
             return "cannot \(operation) \(path): \(String(cString: strerror(code)))"
         case .remoteChanged(let url, let reason):
@@ -83,5 +103,23 @@ extension SluiceError: CustomStringConvertible {
         case .unexpected(let what):
             return "unexpected failure: \(what)"
         }
+    }
+}
+
+/// Thrown where a decoder reads a need over its limit; the stage adds the format and where
+/// (`SluiceError.limitExceeded`), or refuses a checkpoint that records such a need.
+struct DecoderLimitExceeded: Error, Equatable {
+    let what: String
+    let needed: UInt64
+    let limit: UInt64
+    let option: String
+
+    func error(format: String, offset: UInt64) -> SluiceError {
+        .limitExceeded(format: format, offset: offset, what: what, needed: needed, limit: limit, option: option)
+    }
+
+    /// For a checkpoint whose recorded state needs more than the limit.
+    var refusal: String {
+        "it records a \(what) of \(ByteSize.text(needed)), over the limit of \(ByteSize.text(limit)) (\(option)=SIZE)"
     }
 }

@@ -34,11 +34,11 @@ protocol DeflateEngine: AnyObject {
 
 /// A deflate engine's state at a cut: one case per engine, each with what that engine
 /// needs to be rebuilt. Encoded flat, as `{"engine": "zlib", …fields}`.
-public enum DeflateState: Sendable, Equatable {
+enum DeflateState: Sendable, Equatable {
     case zlib(ZlibRestartPoint)
     case isal(IsalInflateState)
 
-    public var engine: InflateEngineKind {
+    var engine: InflateEngineKind {
         switch self {
         case .zlib: return .zlib
         case .isal: return .isal
@@ -49,24 +49,24 @@ public enum DeflateState: Sendable, Equatable {
 /// zlib's restart point: the last block boundary (bits of the boundary byte still unread,
 /// and their value), the 32 KiB window before it, the compressed bytes since, and how
 /// many output bytes those bytes produced (suppressed when they are replayed).
-public struct ZlibRestartPoint: Codable, Sendable, Equatable {
-    public var bits: Int = 0
-    public var bitValue: UInt8 = 0
-    public var window = Data()
-    public var replay = Data()
-    public var replayOutput: UInt64 = 0
+struct ZlibRestartPoint: Codable, Sendable, Equatable {
+    var bits: Int = 0
+    var bitValue: UInt8 = 0
+    var window = Data()
+    var replay = Data()
+    var replayOutput: UInt64 = 0
 }
 
 /// ISA-L's `inflate_state` with its pointers cleared, and the library layout it belongs to.
-public struct IsalInflateState: Codable, Sendable, Equatable {
-    public var layout: String
-    public var blob: Data
+struct IsalInflateState: Codable, Sendable, Equatable {
+    var layout: String
+    var blob: Data
 }
 
 extension DeflateState: Codable {
     private enum Key: String, CodingKey { case engine }
 
-    public init(from decoder: Decoder) throws {
+    init(from decoder: Decoder) throws {
         let c = try decoder.container(keyedBy: Key.self)
         switch try c.decode(InflateEngineKind.self, forKey: .engine) {
         case .zlib: self = .zlib(try ZlibRestartPoint(from: decoder))
@@ -74,7 +74,7 @@ extension DeflateState: Codable {
         }
     }
 
-    public func encode(to encoder: Encoder) throws {
+    func encode(to encoder: Encoder) throws {
         var c = encoder.container(keyedBy: Key.self)
         try c.encode(engine, forKey: .engine)
         switch self {

@@ -2,7 +2,7 @@ import CZlib
 
 /// A streaming parser for one gzip member header (RFC 1952 §2.3), resumable at any
 /// byte: its whole state is these few fields.
-public struct GzipHeaderParser: Codable, Sendable, Equatable {
+struct GzipHeaderParser: Codable, Sendable, Equatable {
     enum Step: Int, Codable, Sendable {
         case id1, id2, method, flags, mtimeXflOS, xlen, extra, name, comment, headerCRC, done
     }

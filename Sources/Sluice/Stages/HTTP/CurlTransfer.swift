@@ -36,6 +36,8 @@ struct CurlOutcome {
     var skipLeft: UInt64
     /// libcurl's error text for `code`.
     var message: String
+    /// The system error behind `code` (a refused connection's ECONNREFUSED), 0 if none.
+    var osErrno: Int32 = 0
 }
 
 /// One libcurl easy handle, reused for every request of a run (so connections survive
@@ -145,10 +147,13 @@ final class CurlTransfer {
         if code == CURLE_OK && context.verdict == nil { context.decideNow() }
 
         let detail = String(cString: errorBuffer)
+        var osErrno = 0
+        if code != CURLE_OK { _ = sluice_getinfo_long(handle, CURLINFO_OS_ERRNO, &osErrno) }
         return CurlOutcome(
             code: code, verdict: context.verdict, interruption: context.interruption,
             delivered: context.delivered, skipLeft: context.skip,
-            message: detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail)
+            message: detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail,
+            osErrno: Int32(clamping: osErrno))
     }
 }
 

@@ -5,6 +5,8 @@ struct PerformFacts: Equatable {
     /// libcurl's result and error text.
     var code: CURLcode
     var message: String
+    /// The system error behind `code`, 0 if none.
+    var osErrno: Int32 = 0
     /// The final response's verdict; nil when no head arrived.
     var verdict: ResponseVerdict?
     /// The limit that cut the request short, if one did.
@@ -38,20 +40,19 @@ enum AttemptJudge {
         if let trip = facts.trip {
             switch trip {
             case .stalled:
-                return .fail(.transient("no data from \(server) for \(seconds(limits.stallTimeout)) s"))
+                return .fail(.transient(.stalled(server: server, seconds: limits.stallTimeout)))
             case .tooSlow:
-                return .fail(
-                    .tooSlow(
-                        "\(server) sent less than \(limits.speedLimit) bytes/s for"
-                            + " \(seconds(limits.speedTime)) s (--speed-limit, --speed-time)"))
+                return .fail(.tooSlow(.tooSlow(server: server, bytesPerSecond: limits.speedLimit, seconds: limits.speedTime)))
             case .deadline:
-                return .fail(.outOfTime("the --max-time deadline passed at source byte \(facts.offset)"))
+                return .fail(.outOfTime(.deadline(offset: facts.offset)))
             case .overran:
                 let end = facts.offset
                 return .fail(
                     .malformed(
-                        "\(server) sent more bytes than its response announced (it should have"
-                            + " ended at source byte \(end)); the bytes past that end were not used"))
+                        .protocolViolation(
+                            server: server,
+                            reason: "\(server) sent more bytes than its response announced (it should have"
+                                + " ended at source byte \(end)); the bytes past that end were not used")))
             }
         }
         switch facts.verdict {
@@ -63,19 +64,20 @@ enum AttemptJudge {
             return .fail(failure)
         case .deliver(_, let seen, let end)?:
             guard facts.code == CURLE_OK else {
-                return .fail(FetchFailure.from(facts.code, message: "\(server): \(facts.message)", url: url))
+                return .fail(
+                    FetchFailure.from(facts.code, message: "\(server): \(facts.message)", osErrno: facts.osErrno, url: url))
             }
             if facts.skipLeft > 0 {
                 return .fail(.changed("its full content is now shorter than the resume offset"))
             }
             // A close-delimited body cannot tell a drop from its end; the lengths known can.
             if let end, facts.offset < end {
-                return .fail(.transient("\(server) ended the response at byte \(facts.offset) of \(end)"))
+                return .fail(.transient(.truncated(server: server, offset: facts.offset, expected: end)))
             }
             if let total = facts.knownTotal ?? seen.totalLength, facts.offset < total {
                 // A server may answer a range with fewer bytes than asked: ask for the rest.
                 if end == facts.offset && facts.offset > facts.requested { return .askForRest }
-                return .fail(.transient("\(server) ended the response at byte \(facts.offset) of \(total)"))
+                return .fail(.transient(.truncated(server: server, offset: facts.offset, expected: total)))
             }
             // A 206 whose total was `*` says nothing about what follows its range: ask for the
             // rest; a 416 (with the total) or a shorter body says where the resource ends.
@@ -84,13 +86,8 @@ enum AttemptJudge {
             }
             return .finished
         case nil:
-            return .fail(FetchFailure.from(facts.code, message: facts.message, url: url))
+            return .fail(FetchFailure.from(facts.code, message: facts.message, osErrno: facts.osErrno, url: url))
         }
-    }
-
-    /// "30" for whole seconds, "0.5" otherwise; never traps on absurd values.
-    static func seconds(_ value: Double) -> String {
-        value == value.rounded() && abs(value) < 1e15 ? String(Int(value)) : String(value)
     }
 }
 
@@ -103,9 +100,9 @@ struct RetryPolicy {
     enum Decision: Equatable {
         /// Try again after `delay` seconds; `fromStart`: at the URL the user gave rather
         /// than the redirect target the last attempt reached.
-        case retry(attempt: Int, delay: Double, fromStart: Bool, reason: String)
+        case retry(attempt: Int, delay: Double, fromStart: Bool, reason: TransferCause)
         /// The transfer fails (exit 3, with what was delivered kept).
-        case giveUp(String)
+        case giveUp(TransferCause, TransferGiveUp)
         /// The remote is another version now.
         case changed(String)
     }
@@ -125,18 +122,18 @@ struct RetryPolicy {
         _ failure: FetchFailure, streak: inout Streak, progressed: Bool, atRedirectTarget: Bool,
         secondsLeft: Double?, jitter: Double = Double.random(in: 0.5...1)
     ) -> Decision {
-        let reason: String
+        let reason: TransferCause
         var fromStart = false
         var retryAfter: Double?
         switch failure {
         case .changed(let why):
             return .changed(why)
         case .malformed(let why), .outOfTime(let why):
-            return .giveUp(why)
+            return .giveUp(why, .atOnce)
         case .permanent(let why):
             // Redirect targets may be temporary (signed URLs expire): the URL the user gave
             // is asked again, as one more failure of the streak, so this cannot loop.
-            guard atRedirectTarget else { return .giveUp(why) }
+            guard atRedirectTarget else { return .giveUp(why, .atOnce) }
             reason = why
             fromStart = true
         case .transient(let why, let after):
@@ -148,13 +145,10 @@ struct RetryPolicy {
             reason = why
         }
         streak.failuresInARow += 1
-        guard streak.failuresInARow <= retries else {
-            let tries = retries == 1 ? "1 retry" : "\(retries) retries"
-            return .giveUp("\(reason) (gave up after \(tries))")
-        }
+        guard streak.failuresInARow <= retries else { return .giveUp(reason, .afterRetries(retries)) }
         let delay = backoff.delay(forRetry: streak.failuresInARow, retryAfter: retryAfter, jitter: jitter)
         if let secondsLeft, delay >= secondsLeft {
-            return .giveUp("\(reason) (the --max-time deadline comes before the next retry)")
+            return .giveUp(reason, .deadlineBeforeRetry)
         }
         return .retry(attempt: streak.failuresInARow, delay: delay, fromStart: fromStart, reason: reason)
     }

@@ -15,6 +15,8 @@ struct FetchURL: Equatable {
     let origin: String
     /// The query string without its `?`, nil when there is none.
     let query: String?
+    /// The port, the scheme's default filled in (nil for file://).
+    let port: Int?
 
     /// Parses an absolute URL; nil when libcurl rejects it.
     init?(_ text: String) {
@@ -49,6 +51,7 @@ struct FetchURL: Equatable {
         let port = explicitPort ?? Self.part(handle, CURLUPART_PORT, flags: UInt32(CURLU_DEFAULT_PORT)) ?? ""
         authority = explicitPort.map { "\(host):\($0)" } ?? host
         origin = "\(host):\(port)"
+        self.port = Int(port)
         query = Self.part(handle, CURLUPART_QUERY)
     }
 

@@ -1,3 +1,4 @@
+import CCurl
 import Foundation
 import Synchronization
 
@@ -207,7 +208,7 @@ final class MultiFetch: @unchecked Sendable {
 
     private func work() {
         guard let window = reorderWindow, let connection = CurlTransfer(options: options) else {
-            reorderWindow?.fail(SluiceError.transfer(url: source.state(at: 0).location, reason: "libcurl could not be initialised"))
+            reorderWindow?.fail(SluiceError.transfer(url: source.state(at: 0).location, cause: .curlUnavailable))
             return
         }
         let known = FetchValidators(source.state(at: 0))
@@ -258,7 +259,7 @@ final class MultiFetch: @unchecked Sendable {
             guard closed else { return nil }
             retired.reason = reason
         }
-        return .failed(.permanent("closing this connection"))
+        return .failed(.permanent(.curl(code: Int(CURLE_ABORTED_BY_CALLBACK.rawValue), message: "closing this connection")))
     }
 
     /// How many of `count` bytes at the segment's claimed position belong to it.

@@ -11,20 +11,21 @@ struct RedirectPolicy {
 
     /// Where a `Location` from `current` leads, or why it is refused. `hops` counts this one.
     func follow(_ location: String, from current: FetchURL, hops: Int) throws(FetchFailure) -> FetchURL {
+        func refused(_ reason: String) -> FetchFailure { .permanent(.redirect(reason: reason)) }
         guard hops <= Self.maxRedirects else {
-            throw .permanent(
+            throw refused(
                 "too many redirects (more than \(Self.maxRedirects)); the last one, from"
                     + " \(DisplayText.url(current.text)), pointed to \(DisplayText.url(DisplayText.quoted(location)))")
         }
         let server = DisplayText.escaped(current.authority)
         guard let next = current.resolving(location) else {
-            throw .permanent("\(server) redirected to '\(DisplayText.url(DisplayText.quoted(location)))', which is not a valid URL")
+            throw refused("\(server) redirected to '\(DisplayText.url(DisplayText.quoted(location)))', which is not a valid URL")
         }
         guard next.scheme == "http" || next.scheme == "https" else {
-            throw .permanent("\(server) redirected to \(DisplayText.url(next.text)); only http and https redirects are followed")
+            throw refused("\(server) redirected to \(DisplayText.url(next.text)); only http and https redirects are followed")
         }
         if current.scheme == "https" && next.scheme == "http" {
-            throw .permanent("refusing the redirect from \(DisplayText.url(current.text)) to insecure \(DisplayText.url(next.text))")
+            throw refused("refusing the redirect from \(DisplayText.url(current.text)) to insecure \(DisplayText.url(next.text))")
         }
         return next
     }

@@ -29,7 +29,9 @@ struct ResumeJudge {
         guard let status = head.status else { return judgeFile(head) }
         let server = DisplayText.escaped(self.server)
         let from = "HTTP \(head.statusText) from \(server)"
-        if let problem = head.framingProblem { return .failed(.malformed("\(from) \(problem)")) }
+        let answer = TransferCause.http(status: status, statusText: head.statusText, server: server)
+        let refused = { (reason: String) in ResponseVerdict.failed(.malformed(.protocolViolation(server: server, reason: reason))) }
+        if let problem = head.framingProblem { return refused("\(from) \(problem)") }
         switch status {
         case 200:
             var seen = head.validators
@@ -50,23 +52,21 @@ struct ResumeJudge {
         case 206:
             guard let range = head.contentRange, case .bytes(let first, let last) = range.kind else {
                 let field = head["content-range"].map { "Content-Range '\(DisplayText.quoted($0))'" } ?? "no Content-Range"
-                return .failed(.malformed("\(from) with \(field); cannot tell which bytes it holds"))
+                return refused("\(from) with \(field); cannot tell which bytes it holds")
             }
             guard first == offset else {
-                return .failed(
-                    .malformed(
-                        "\(from) with Content-Range '\(DisplayText.quoted(range.text))' for a request"
-                            + " starting at byte \(offset); refusing to splice it in"))
+                return refused(
+                    "\(from) with Content-Range '\(DisplayText.quoted(range.text))' for a request"
+                        + " starting at byte \(offset); refusing to splice it in")
             }
             // A body that does not fit its own range cannot be trusted to hold those bytes.
             if last < first || (range.total.map { last >= $0 } ?? false)
                 || (head.contentLength.map { $0 != last - first + 1 } ?? false)
             {
                 let length = head.contentLength.map { "Content-Length \($0)" } ?? "no Content-Length"
-                return .failed(
-                    .malformed(
-                        "\(from) with Content-Range '\(DisplayText.quoted(range.text))' and \(length),"
-                            + " which do not agree"))
+                return refused(
+                    "\(from) with Content-Range '\(DisplayText.quoted(range.text))' and \(length),"
+                        + " which do not agree")
             }
             var seen = head.validators
             seen.totalLength = range.total
@@ -83,7 +83,9 @@ struct ResumeJudge {
             // ContentRange bounds `last` below 2^63, so this cannot overflow.
             return .deliver(skip: 0, seen: seen, end: last + 1)
         case 416:
-            guard offset > 0 else { return .failed(.permanent("\(from) to a request without a Range")) }
+            guard offset > 0 else {
+                return .failed(.permanent(.protocolViolation(server: server, reason: "\(from) to a request without a Range")))
+            }
             var seen = head.validators
             if let range = head.contentRange, range.kind == .unsatisfied { seen.totalLength = range.total }
             if let reason = known?.contradiction(by: seen) { return .failed(.changed(reason)) }
@@ -92,13 +94,13 @@ struct ResumeJudge {
             return .failed(.changed("\(server) cannot serve bytes from \(offset) on (HTTP 416: \(length))"))
         case 301, 302, 303, 307, 308:
             guard let location = head.location, !location.isEmpty else {
-                return .failed(.permanent("\(from) without a Location"))
+                return .failed(.permanent(.redirect(reason: "\(from) without a Location")))
             }
             return .redirect(location)
         case 408, 429, 500...599:
-            return .failed(.transient(from, retryAfter: head.retryAfter))
+            return .failed(.transient(answer, retryAfter: head.retryAfter))
         default:
-            return .failed(.permanent(from))
+            return .failed(.permanent(answer))
         }
     }
 

@@ -204,10 +204,11 @@ public struct LzmaState: Codable, Sendable, Equatable {
     var pb: UInt32
     var state: UInt32
     var reps: [UInt32]
-    /// Little-endian 16-bit probabilities.
-    var probabilities: Data
+    /// Little-endian 16-bit probabilities (raw in the checkpoint's appendix).
+    @CheckpointBlob var probabilities: Data
     /// Bytes since the last dictionary reset.
     var history: UInt64
-    /// The last min(history, dictionary size) bytes of output, before the filters.
-    var window: Data
+    /// The last min(history, dictionary size) bytes of output, before the filters (raw in
+    /// the checkpoint's appendix).
+    @CheckpointBlob var window: Data
 }

@@ -56,8 +56,7 @@ struct XzBlockHeader {
         }
         guard let dictionary else { throw XzFormatError("the filter chain does not end with LZMA2") }
         guard dictionary <= memoryLimit else {
-            throw XzFormatError(
-                "the block needs a \(xzSize(dictionary)) dictionary, over the limit of \(xzSize(memoryLimit)) (raise it with unxz memlimit=SIZE)")
+            throw DecoderLimitExceeded(what: "dictionary", needed: dictionary, limit: memoryLimit, option: "memlimit")
         }
         guard bytes[at..<crcAt].allSatisfy({ $0 == 0 }) else { throw XzFormatError("block header padding is not zero") }
         filters = chain

@@ -19,8 +19,8 @@ public struct XzState: StageStateValue {
     public var phase: Phase
     public var inputOffset: UInt64
     public var outputOffset: UInt64
-    /// The bytes of the unit being gathered.
-    public var pending: Data
+    /// The bytes of the unit being gathered (up to an LZMA2 chunk; raw in the checkpoint's appendix).
+    @CheckpointBlob public var pending: Data
     public var streamsDone: UInt64
     /// Stream padding bytes since the last stream footer.
     public var paddingRun: UInt64
@@ -48,13 +48,12 @@ public struct XzBlockState: Codable, Sendable, Equatable {
     var filters: [XzFilterState]
 }
 
-/// Raw bytes in a checkpoint (queued blocks). The one place that names the type, so it
-/// can become a raw (non-base64) field type without touching the users.
+/// Raw bytes of queued blocks in a checkpoint (stored as appendix blobs, see `XzRawBlock`).
 public typealias XzRawBytes = Data
 
 /// A block of sized blocks' path in a checkpoint: where it began in the input, and its
 /// bytes from the block header on (through the check when whole).
 public struct XzRawBlock: Codable, Sendable, Equatable {
     var offset: UInt64
-    var bytes: XzRawBytes
+    @CheckpointBlob var bytes: XzRawBytes
 }

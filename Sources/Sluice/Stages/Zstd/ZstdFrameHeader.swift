@@ -25,7 +25,7 @@ struct ZstdFrameHeader {
     }
 
     /// Parses a complete header; refuses reserved bits, dictionaries and windows over `windowLimit`.
-    init(_ bytes: [UInt8], windowLimit: UInt64) throws(ZstdFormatError) {
+    init(_ bytes: [UInt8], windowLimit: UInt64) throws {
         guard let descriptor = bytes.first, bytes.count == Self.size(descriptor: descriptor) else {
             throw ZstdFormatError("frame header has the wrong length")
         }
@@ -53,7 +53,7 @@ struct ZstdFrameHeader {
         }
         if single, let content { window = content }
         guard window <= windowLimit else {
-            throw ZstdFormatError("the frame needs a \(window)-byte window, over the limit of \(windowLimit) bytes (raise it with unzstd memlimit=SIZE)")
+            throw DecoderLimitExceeded(what: "window", needed: window, limit: windowLimit, option: "memlimit")
         }
         windowSize = window
         contentSize = content

@@ -26,8 +26,9 @@ public struct ZstdState: StageStateValue {
     public var outputOffset: UInt64
     /// Frames finished, skippable ones included.
     public var framesDone: Int
-    /// The bytes of the unit being read (magic, header, block, …) that have arrived.
-    public var pending: Data
+    /// The bytes of the unit being read (magic, header, block, …) that have arrived (up to a
+    /// 128 KiB block; raw in the checkpoint's appendix).
+    @CheckpointBlob public var pending: Data
     /// Bytes of a skippable frame still to pass over.
     public var skipRemaining: UInt64
     /// The frame being decoded (nil between frames and in skippable frames).
@@ -44,8 +45,9 @@ public struct ZstdFrameState: Codable, Sendable, Equatable {
     public var frameOutput: UInt64
     /// The 3-byte header of the block being read (phase `block`), as a number.
     public var blockHeader: UInt32?
-    /// The last min(window size, frame output) bytes of output: what matches may copy from.
-    public var window: Data
+    /// The last min(window size, frame output) bytes of output: what matches may copy from
+    /// (raw in the checkpoint's appendix).
+    @CheckpointBlob public var window: Data
     public var repeatOffsets: [UInt32]
     /// The Huffman tree description in force (empty: none yet).
     public var huffmanTree: Data

@@ -1,0 +1,60 @@
+import Foundation
+import Sluice
+import XCTest
+@testable import SluiceTestSupport
+
+/// TLS failures arrive at the caller of `Pipeline.run` as their `TransferCause` (the other
+/// faults are in the unit target's `TransferCauseTests`), through one connection and several;
+/// the CLI turns `.certificate` into advice about `--cacert` without reading the message.
+final class TransferCauseTLSTests: XCTestCase {
+    func testTLSFailuresArriveAsTheirCause() throws {
+        var configuration = Nginx.Configuration()
+        configuration.tls = true
+        let nginx = try startNginx(self, configuration: configuration) { root in
+            try Data(makeTestData(count: 64 << 10, seed: 5)).write(to: URL(fileURLWithPath: root + "/data.bin"))
+        }
+        let directory = try makeTemporaryDirectory(self)
+        let url = nginx.httpsURL("/data.bin")
+        let server = "127.0.0.1:\(nginx.tlsPort)"
+
+        for connections in [1, 4] {
+            // No CA that signed the server's certificate: it cannot be verified.
+            var options = PipelineOptions()
+            options.http.retries = 1
+            options.http.backoffBase = 0.01
+            let untrusted = try run(url, connections: connections, options: options, output: "\(directory)/u\(connections)")
+            guard case .transfer(_, .certificate(let host, _), .atOnce)? = untrusted else {
+                XCTFail("connections=\(connections): \(String(describing: untrusted))")
+                continue
+            }
+            XCTAssertEqual(host, server)
+            XCTAssertEqual(untrusted?.exitCode, 3)
+
+            // A CA file that does not exist: TLS cannot even be set up.
+            options.http.caCertificate = directory + "/missing-ca.pem"
+            let missing = try run(url, connections: connections, options: options, output: "\(directory)/m\(connections)")
+            guard case .transfer(_, .tls(let tlsHost, let reason), _)? = missing else {
+                XCTFail("connections=\(connections): \(String(describing: missing))")
+                continue
+            }
+            XCTAssertEqual(tlsHost, server)
+            XCTAssertTrue(reason.contains("CA certificate"), reason)
+            XCTAssertEqual(missing?.exitCode, 3)
+        }
+
+        let cli = try SluiceBinary.run(["-q", "--retries", "1", "fetch \(url) | file \(directory)/cli"])
+        XCTAssertEqual(cli.status, 3, cli.stderr)
+        XCTAssertTrue(cli.stderr.contains("TLS certificate of \(server) could not be verified"), cli.stderr)
+        XCTAssertTrue(cli.stderr.contains("pass --cacert FILE to trust a private CA"), cli.stderr)
+    }
+
+    private func run(_ url: String, connections: Int, options: PipelineOptions, output: String) throws -> SluiceError? {
+        let pipeline = try Pipeline("fetch \(url) connections=\(connections) | file \(output)", options: options)
+        do {
+            _ = try pipeline.run()
+            return nil
+        } catch {
+            return error
+        }
+    }
+}

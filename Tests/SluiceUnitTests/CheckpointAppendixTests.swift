@@ -1,0 +1,179 @@
+import Foundation
+import XCTest
+@testable import Sluice
+@testable import SluiceTestSupport
+
+/// Format 3: a checkpoint is its JSON, a newline, and a binary appendix holding the
+/// decoders' windows. The MAC covers the appendix; a reference into it is range-checked
+/// before anything else reads it.
+final class CheckpointAppendixTests: XCTestCase {
+    /// A checkpoint with blobs: unxz's and unzstd's windows (and pending bytes), each
+    /// mid-stream. Made once: compressing takes a few seconds.
+    private static let shared: Result<Checkpoint, any Error> = Result { try makeSample() }
+
+    private func sample() throws -> Checkpoint { try Self.shared.get() }
+
+    private static func makeSample() throws -> Checkpoint {
+        let dir = NSTemporaryDirectory() + "/sluice-appendix-\(getpid())"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let plain = makeTestData(count: 1_500_000, seed: 31)
+        let xz = try XzTool.compress(plain, options: "-6", dir: dir)
+        let xzDecoder = try XzDecoder(next: MemorySink())
+        try xzDecoder.write(Array(xz[..<(xz.count * 2 / 3)]))
+        let zst = try zstdCompress(plain, "-9", in: dir)
+        let zstdDecoder = try ZstdDecoder(next: MemorySink())
+        try zstdDecoder.write(Array(zst[..<(zst.count * 2 / 3)]))
+        let xzState = xzDecoder.snapshot(), zstdState = zstdDecoder.snapshot()
+        XCTAssertGreaterThan(xzState.block?.lzma.window.count ?? 0, 50_000, "the xz window is under way")
+        XCTAssertGreaterThan(zstdState.frame?.window.count ?? 0, 50_000, "the zstd window is under way")
+        return Checkpoint(
+            spec: "read x | unxz | file out", writtenAt: Date(timeIntervalSince1970: 0),
+            source: SourceState(kind: "read", location: "x", offset: 3),
+            stages: [StageState(xzState), StageState(zstdState)])
+    }
+
+    private func assertRefused(_ data: Data, mentions: String, file: StaticString = #filePath, line: UInt = #line) {
+        XCTAssertThrowsError(try Checkpoint.decode(data, path: "c", key: .test), file: file, line: line) { error in
+            guard case SluiceError.checkpointRefused(_, let reason) = error else {
+                return XCTFail("not refused but \(error)", file: file, line: line)
+            }
+            XCTAssertTrue(reason.contains(mentions), reason, file: file, line: line)
+        }
+    }
+
+    private func assertUntrusted(_ data: Data, file: StaticString = #filePath, line: UInt = #line) {
+        XCTAssertThrowsError(try Checkpoint.decode(data, path: "c", key: .test), file: file, line: line) { error in
+            XCTAssertTrue(error is CheckpointDistrust, "\(error)", file: file, line: line)
+        }
+    }
+
+    func testWindowsTravelRawInTheAppendixAndComeBackWhole() throws {
+        let checkpoint = try sample()
+        let data = try checkpoint.encoded(key: .test)
+        let stored = StoredCheckpointFile(data)
+        let windows = [
+            try XCTUnwrap(checkpoint.stages[0].as(XzState.self)?.block?.lzma.window),
+            try XCTUnwrap(checkpoint.stages[1].as(ZstdState.self)?.frame?.window),
+        ]
+        XCTAssertNotNil(stored.appendix.range(of: windows[0]), "the windows, raw")
+        XCTAssertNotNil(stored.appendix.range(of: windows[1]), "the windows, raw")
+        XCTAssertGreaterThanOrEqual(stored.blobReferences.count, 4, "windows, probabilities, pending bytes")
+        XCTAssertLessThan(stored.json.utf8.count, 20_000, "no window inside the JSON")
+        XCTAssertFalse(stored.json.contains(windows[0].prefix(300).base64EncodedString().prefix(40)))
+        let decoded = try Checkpoint.decode(data, path: "c", key: .test)
+        XCTAssertEqual(decoded.stages, checkpoint.stages)
+        XCTAssertTrue(CheckpointStore.isSluiceCheckpoint(data))
+    }
+
+    func testTheAppendixIsAuthenticated() throws {
+        let data = try sample().encoded(key: .test)
+        let stored = StoredCheckpointFile(data)
+        var rng = SeededRandom(seed: 7)
+        for _ in 0..<20 {
+            var changed = stored
+            let at = Int.random(in: 0..<changed.appendix.count, using: &rng)
+            changed.appendix[at] ^= UInt8.random(in: 1...255, using: &rng)
+            assertUntrusted(changed.data)
+        }
+        var longer = stored
+        longer.appendix.append(0)
+        assertUntrusted(longer.data)
+        // Two blobs swapped through their references: each range is fine and the bytes are
+        // genuine, but they are not what was sealed where.
+        var swapped = stored
+        let references = stored.blobReferences.filter { !$0.hasPrefix("{\"length\":0,") }
+        swapped.json = swapped.json
+            .replacingOccurrences(of: references[0], with: "@")
+            .replacingOccurrences(of: references[1], with: references[0])
+            .replacingOccurrences(of: "@", with: references[1])
+        XCTAssertNotEqual(swapped.json, stored.json)
+        assertUntrusted(swapped.data)
+    }
+
+    func testReferencesOutsideTheAppendixAreRefusedNeverATrap() throws {
+        let stored = StoredCheckpointFile(try sample().encoded(key: .test))
+        let reference = try XCTUnwrap(stored.blobReferences.last)
+        let size = stored.appendix.count
+        let hostile = [
+            "{\"length\":1,\"offset\":\(size)}",
+            "{\"length\":2,\"offset\":\(size - 1)}",
+            "{\"length\":\(size + 1),\"offset\":0}",
+            "{\"length\":\(UInt64.max),\"offset\":1}",
+            "{\"length\":1,\"offset\":\(UInt64.max)}",
+            "{\"length\":\(UInt64.max),\"offset\":\(UInt64.max)}",
+        ]
+        for text in hostile {
+            var edited = stored
+            edited.json = edited.json.replacingOccurrences(of: reference, with: text)
+            assertRefused(edited.data, mentions: "appendix")
+        }
+        for text in [
+            "{\"length\":-1,\"offset\":0}", "{\"length\":1,\"offset\":-5}", "{\"length\":1e30,\"offset\":0}",
+            "{\"offset\":0}", "\"AAAA\"", "null", "[0,1]",
+        ] {
+            var edited = stored
+            edited.json = edited.json.replacingOccurrences(of: reference, with: text)
+            assertRefused(edited.data, mentions: "damaged")
+        }
+    }
+
+    func testATruncatedCheckpointIsRefused() throws {
+        let data = try sample().encoded(key: .test)
+        let jsonEnd = try XCTUnwrap(data.firstIndex(of: 0x0A))
+        for cut in [data.count - 1, data.count - 40_000, jsonEnd + 1] {
+            assertRefused(data.prefix(cut), mentions: "appendix")
+        }
+        assertRefused(data.prefix(jsonEnd), mentions: "before the appendix")
+        assertRefused(data.prefix(jsonEnd / 2), mentions: "not a sluice checkpoint")
+    }
+
+    func testVersionTwoIsRefusedAsOlder() throws {
+        var stored = StoredCheckpointFile(try sample().encoded(key: .test))
+        stored.json = stored.json.replacingOccurrences(of: "\"version\":3", with: "\"version\":2")
+        assertRefused(stored.data, mentions: "older sluice (format version 2")
+        assertRefused(Data(stored.json.utf8), mentions: "older sluice (format version 2")
+    }
+
+    func testStoreAndInspectReadTheNewLayout() throws {
+        let dir = try makeTemporaryDirectory(self)
+        let checkpoint = try sample()
+        let store = CheckpointStore(path: dir + "/out.sluice", keyDirectory: dir + "/keys")
+        try store.save(checkpoint)
+        XCTAssertEqual(try store.load()?.stages, checkpoint.stages)
+        // inspect reads with the default key directory; seal with that one's key for it.
+        setenv("SLUICE_STATE_DIR", dir + "/keys", 1)
+        defer { unsetenv("SLUICE_STATE_DIR") }
+        let inspector = try CheckpointInspector(path: dir + "/out.sluice")
+        let json = inspector.render(json: true)
+        XCTAssertNotNil(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any], json)
+        XCTAssertLessThan(json.utf8.count + inspector.render(json: false).utf8.count, 5_000, "no blob bytes printed")
+    }
+}
+
+/// Checkpoints carrying a large window are spaced so storing it stays a small share of the work.
+final class CheckpointPacingTests: XCTestCase {
+    func testTheIntervalStretchesWithTheWindowAndTheChainsSpeed() throws {
+        let window: UInt64 = 8 << 20
+        let xz = CheckpointPacing(base: 8 << 20, chainNsPerSourceByte: 61.35)
+        let zstd = CheckpointPacing(base: 8 << 20, chainNsPerSourceByte: 5.5)
+        XCTAssertEqual(xz.interval(stateBytes: 0), 8 << 20, "no window, the user's interval")
+        XCTAssertEqual(zstd.interval(stateBytes: 0), 8 << 20)
+        XCTAssertEqual(xz.interval(stateBytes: window), 8 << 20, "a slow decoder already does enough work between two")
+        let stretched = zstd.interval(stateBytes: window)
+        XCTAssertGreaterThan(stretched, 60 << 20)
+        XCTAssertLessThan(stretched, 90 << 20)
+        XCTAssertGreaterThan(zstd.interval(stateBytes: 128 << 20), 15 * stretched, "proportional to the window")
+        XCTAssertEqual(CheckpointPacing(base: 1 << 40, chainNsPerSourceByte: 5.5).interval(stateBytes: window), 1 << 40)
+        XCTAssertEqual(CheckpointPacing(base: 0, chainNsPerSourceByte: 5.5).interval(stateBytes: window), 0, "0 stays off")
+        XCTAssertEqual(CheckpointPacing(base: 1, chainNsPerSourceByte: 0).interval(stateBytes: window), 1)
+        XCTAssertEqual(CheckpointPacing(base: 1, chainNsPerSourceByte: 1e-300).interval(stateBytes: .max), 1 << 62, "bounded")
+    }
+
+    func testTheChainCostComesFromTheRegistry() throws {
+        let spec = try PipelineSpec(parsing: "read x | unzstd | file out")
+        let costs = ThreadPlan.costs(spec: spec, options: PipelineOptions())
+        XCTAssertEqual(costs.count, 3)
+        XCTAssertEqual(costs.reduce(0, +), 0.3 + 4 + 0.3 * 4, accuracy: 1e-9)
+    }
+}
