@@ -128,7 +128,7 @@ final class XzResumeTests: XCTestCase {
                     first.bytes.prefix(Int(min(state.outputOffset, UInt64(first.bytes.count)))) + second.bytes == plain
                         || state.outputOffset != UInt64(first.bytes.count), "round \(round): wrong output accepted")
                 outcome = "decoded"
-            } catch SluiceError.checkpointRefused {
+            } catch is StateRejected {
                 outcome = "refused"
             } catch SluiceError.corruptData {
                 outcome = "corrupt"

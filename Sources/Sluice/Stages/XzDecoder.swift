@@ -80,11 +80,11 @@ public final class XzDecoder: ForwardingSink {
             do {
                 try restore(state)
             } catch let error as XzStateError {
-                throw SluiceError.checkpointRefused(path: "", reason: "its unxz state is malformed: \(error.reason)")
+                throw StateRejected("its unxz state is malformed: \(error.reason)")
             } catch let error as XzFormatError {
-                throw SluiceError.checkpointRefused(path: "", reason: "its unxz state does not hold together: \(error.reason)")
+                throw StateRejected("its unxz state does not hold together: \(error.reason)")
             } catch let limit as DecoderLimitExceeded {
-                throw SluiceError.checkpointRefused(path: "", reason: "its unxz state is unusable: \(limit.refusal)")
+                throw StateRejected("its unxz state is unusable: \(limit.refusal)")
             }
         }
     }
