@@ -26,6 +26,7 @@ while (($#)); do
         *) echo "unknown option $1" >&2; exit 2 ;;
     esac
 done
+WHERE=$(cd -- "$WHERE" && pwd)   # absolute: nginx's prefix and the commands must agree
 CACHE="$SCRIPT_DIR/.corpus/untar-$FILES-$MIB"
 mkdir -p "$CACHE"
 if [[ ! -s $CACHE/corpus.tar.gz ]]; then
@@ -99,7 +100,7 @@ URL="http://127.0.0.1:$PORT/corpus.tar.gz"
 for _ in $(seq 100); do curl -sf -o /dev/null -r 0-0 "$URL" && break; sleep 0.05; done
 
 OUT="$WORK/out"
-SYNC_CMD=""; ((SYNC)) && SYNC_CMD="; sync"
+SYNC_CMD=""; ((SYNC)) && SYNC_CMD=" && sync"   # '&&': a failed command must not pass as sync's success
 declare -A CMDS=(
     [sluice]="$SLUICE -q --engine isal 'fetch $URL | verify sha256:$DIGEST | gunzip | untar $OUT'$SYNC_CMD"
     [sluice-nockpt]="$SLUICE -q --engine isal --checkpoint-interval 0 'fetch $URL | verify sha256:$DIGEST | gunzip | untar $OUT'$SYNC_CMD"
@@ -108,19 +109,20 @@ declare -A CMDS=(
     [tar-local]="mkdir $OUT && tar -x -C $OUT -f $CACHE/corpus.tar$SYNC_CMD"
 )
 ORDER=(sluice sluice-nockpt igzip sha256sum tar-local)
-declare -A TIMES RSS
+declare -A TIMES RSS CPU
 for ((run = 1; run <= RUNS; run++)); do
     for name in "${ORDER[@]}"; do
         rm -rf "$OUT" "$OUT.sluice" "$OUT.sluice-part"; sync
-        /usr/bin/time -f '%e %M' -o "$WORK/time" bash -c "set -o pipefail; ${CMDS[$name]}" >/dev/null 2>"$WORK/err" \
+        /usr/bin/time -f '%e %M %U %S' -o "$WORK/time" bash -c "set -o pipefail; ${CMDS[$name]}" >/dev/null 2>"$WORK/err" \
             || { echo "[untar] $name failed: $(tail -3 "$WORK/err")" >&2; exit 1; }
         if ((run == 1)); then   # every output checked once against the archive
             n=$(find "$OUT" -mindepth 1 | wc -l)
             ((n + 1 == MEMBERS)) || { echo "[untar] $name: $n entries, the archive has $MEMBERS" >&2; exit 1; }
         fi
-        read -r secs rss < "$WORK/time"
-        echo "[untar] run $run $name: $secs s, peak RSS $rss KiB" >&2
-        TIMES[$name]+="$secs "; RSS[$name]+="$rss "
+        read -r secs rss user sys < "$WORK/time"
+        cpu=$(awk -v u="$user" -v s="$sys" 'BEGIN { print u + s }')
+        echo "[untar] run $run $name: $secs s, CPU $cpu s, peak RSS $rss KiB" >&2
+        TIMES[$name]+="$secs "; RSS[$name]+="$rss "; CPU[$name]+="$cpu "
     done
 done
 rm -rf "$OUT"
@@ -128,12 +130,15 @@ rm -rf "$OUT"
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 echo "# untar benchmark: $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, extraction on $(df -T "$WHERE" | awk 'NR == 2 { print $2 }') ($WHERE)$( ((SYNC)) && echo ', sync included')"
 echo "# corpus: $MEMBERS members, tar $((TAR_BYTES >> 20)) MiB, gzip -6 $((GZ_BYTES >> 20)) MiB; $RUNS runs interleaved, median; RSS = largest process (KiB → MiB)"
+echo "# CPU = user + system seconds of the command and the children it waited for (a shared machine's load changes wall times far more)"
 best=""
 for name in "${ORDER[@]}"; do
-    m=$(echo "${TIMES[$name]}" | median); r=$(echo "${RSS[$name]}" | median)
-    printf '%-14s %7.2f s  %7.1f MB/s (tar bytes)  RSS %6.1f MiB   [%s]\n' "$name" "$m" \
-        "$(awk -v b="$TAR_BYTES" -v s="$m" 'BEGIN { print b / s / 1e6 }')" "$(awk -v k="$r" 'BEGIN { print k / 1024 }')" "${TIMES[$name]% }"
-    eval "MED_${name//-/_}=$m"
+    m=$(echo "${TIMES[$name]}" | median); r=$(echo "${RSS[$name]}" | median); c=$(echo "${CPU[$name]}" | median)
+    printf '%-14s %7.2f s  %7.1f MB/s (tar bytes)  CPU %6.2f s  RSS %6.1f MiB   [%s]\n' "$name" "$m" \
+        "$(awk -v b="$TAR_BYTES" -v s="$m" 'BEGIN { print b / s / 1e6 }')" "$c" "$(awk -v k="$r" 'BEGIN { print k / 1024 }')" "${TIMES[$name]% }"
+    eval "MED_${name//-/_}=$m"; eval "CPU_${name//-/_}=$c"
 done
 awk -v s="$MED_sluice" -v n="$MED_sluice_nockpt" -v i="$MED_igzip" -v h="$MED_sha256sum" 'BEGIN {
-    printf "sluice vs best shell pipeline (igzip): %.2fx;  vs tar -xz: %.2fx;  checkpoint cost: %+.1f%%\n", i / s, h / s, (s - n) / n * 100 }'
+    printf "wall: sluice vs best shell pipeline (igzip): %.2fx;  vs tar -xz: %.2fx;  checkpoint cost: %+.1f%%\n", i / s, h / s, (s - n) / n * 100 }'
+awk -v s="$CPU_sluice" -v n="$CPU_sluice_nockpt" -v i="$CPU_igzip" 'BEGIN {
+    printf "CPU:  sluice vs igzip pipeline: %.2fx less CPU;  checkpoint cost: %+.1f%% CPU\n", i / s, (s - n) / n * 100 }'

@@ -4,19 +4,22 @@
 # Generates (and caches in Benchmarks/.corpus/xz/) a deterministic mixed corpus, compresses
 # it single-block (xz -6 -T1) and multi-block (xz -6 -T2), then times with hyperfine:
 #   unxz without checkpoints vs xz -dc, unxz with default checkpoints (the checkpoint cost),
-#   unxz on the multi-block file vs xz -T2 -dc; and peak RSS with /usr/bin/time -v.
-# Usage: Benchmarks/xz.sh [--size MIB] [--runs N]
+#   unxz on the multi-block file vs xz -T2 -dc (from the file, and fetched from nginx on
+#   loopback through verify against curl | tee >(openssl dgst) | xz -T2 -dc); and peak RSS.
+# Usage: Benchmarks/xz.sh [--size MIB] [--runs N] [--only-multi]
 set -euo pipefail
 export LC_ALL=C
 SCRIPT_DIR=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 REPO_ROOT=$(cd -- "$SCRIPT_DIR/.." && pwd)
 SIZE_MIB=200
 RUNS=5
+ONLY_MULTI=0
 while (($#)); do
     case "$1" in
+        --only-multi) ONLY_MULTI=1; shift ;;
         --size) SIZE_MIB=$2; shift 2 ;;
         --runs) RUNS=$2; shift 2 ;;
-        *) echo "usage: Benchmarks/xz.sh [--size MIB] [--runs N]" >&2; exit 2 ;;
+        *) echo "usage: Benchmarks/xz.sh [--size MIB] [--runs N] [--only-multi]" >&2; exit 2 ;;
     esac
 done
 CACHE="$SCRIPT_DIR/.corpus/xz/$SIZE_MIB"
@@ -49,14 +52,34 @@ with open(path, 'wb') as f:
         written += len(chunk)
 PY
 fi
-[[ -f "$CACHE/single.xz" ]] || { echo "[xz] xz -6 -T1" >&2; xz -6 -T1 -k -c "$CACHE/plain" > "$CACHE/single.xz"; }
-[[ -f "$CACHE/multi.xz" ]] || { echo "[xz] xz -6 -T2" >&2; xz -6 -T2 -k -c "$CACHE/plain" > "$CACHE/multi.xz"; }
+[[ -f "$CACHE/multi.xz" ]] || { echo "[xz] xz -6 -T2" >&2; xz -6 -T2 -k -c "$CACHE/plain" > "$CACHE/multi.xz.tmp"; mv "$CACHE/multi.xz.tmp" "$CACHE/multi.xz"; }
+if ((!ONLY_MULTI)) && [[ ! -f "$CACHE/single.xz" ]]; then
+    echo "[xz] xz -6 -T1" >&2
+    xz -6 -T1 -k -c "$CACHE/plain" > "$CACHE/single.xz.tmp" && mv "$CACHE/single.xz.tmp" "$CACHE/single.xz"
+fi
 
 WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
+trap '"$REPO_ROOT/Scripts/nginx/stop" "$WORK/nginx" >/dev/null 2>&1 || true; rm -rf "$WORK"' EXIT
 cd "$WORK"
 echo "[xz] load average: $(cut -d' ' -f1-3 /proc/loadavg); corpus $(stat -c %s "$CACHE/plain") bytes," \
-     "single.xz $(stat -c %s "$CACHE/single.xz"), multi.xz $(stat -c %s "$CACHE/multi.xz")"
+     "multi.xz $(stat -c %s "$CACHE/multi.xz")"
+mkdir -p nginx/root
+ln -s "$CACHE/multi.xz" nginx/root/multi.xz
+PORT=$("$REPO_ROOT/Scripts/nginx/start" "$WORK/nginx")
+URL="http://127.0.0.1:$PORT/multi.xz"
+SHA=$(sha256sum "$CACHE/multi.xz" | cut -d' ' -f1)
+hyperfine --shell bash --runs "$RUNS" --warmup 1 --prepare 'rm -f out out.sluice* sum' \
+    -n "curl | tee >(openssl dgst) | xz -T2 -dc (multi)" \
+    "curl -sf '$URL' | tee >(openssl dgst -sha256 > sum) | xz -T2 -dc > out" \
+    -n "sluice fetch | verify | unxz | file (multi)" \
+    "'$SLUICE' --progress none 'fetch $URL | verify sha256:$SHA | unxz | file out'" \
+    -n "the same, --checkpoint-interval 0" \
+    "'$SLUICE' --progress none --checkpoint-interval 0 'fetch $URL | verify sha256:$SHA | unxz | file out'"
+cmp out "$CACHE/plain" && echo "[xz] fetched output checked"
+rm -f out out.sluice*
+/usr/bin/time -f "[xz] peak RSS fetch|verify|unxz|file multi: %M KiB" \
+    "$SLUICE" --progress none "fetch $URL | verify sha256:$SHA | unxz | file out"
+((ONLY_MULTI)) && exit 0
 hyperfine --runs "$RUNS" --warmup 1 --prepare 'rm -f out out.sluice*' \
     -n "xz -dc (single)" "xz -dc '$CACHE/single.xz' > out" \
     -n "unxz, no checkpoints (single)" "'$SLUICE' --checkpoint-interval 0 'read $CACHE/single.xz | unxz | file out'" \

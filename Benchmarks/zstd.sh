@@ -5,6 +5,8 @@
 # checkpoints, and every 2 MiB (so the small default corpus has some: each one costs what
 # its 8 MiB window costs to encode and fsync), zstd -dc > file; peak RSS of each.
 # Usage: Benchmarks/zstd.sh [--size MIB] [--runs N]   (needs zstd, hyperfine, openssl)
+# The issue-13 targets (fetch and read rows against the shell pipelines, on 1 GiB corpora
+# served by nginx) are the z* rows of Benchmarks/run; the kill bar is Benchmarks/resume-bar.sh.
 # The default 64 MiB keeps the one-time zstd -19 bearable on a shared 2-core machine;
 # --size 256 or more amortizes sluice's ~30 ms start-up better.
 set -euo pipefail

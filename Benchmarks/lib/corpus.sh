@@ -35,11 +35,15 @@ build_mixed_gz() { # SIZE_BYTES META
     mixed "$1" "$2" | gzip -6 -n -c
 }
 
+# zstd, one frame each (-T2 only makes the one-time -19 bearable; it still writes one frame).
+corpus mixed-zst19 1 .zst "mixed data" "zstd -19 -T2, one frame"
+build_mixed_zst19() { mixed "$1" "$2" | zstd -19 -T2 -q -c; }
+corpus mixed-zst3 1 .zst "mixed data" "zstd -3 (default level), one frame"
+build_mixed_zst3() { mixed "$1" "$2" | zstd -3 -T2 -q -c; }
+
 # Examples of the next ones (uncomment with the rows that use them):
 # corpus mixed-xz 1 .xz "mixed data" "xz -6, one block"
 # build_mixed_xz() { mixed "$1" "$2" | xz -6 -T1 -c; }
-# corpus mixed-zst 1 .zst "mixed data" "zstd -19"
-# build_mixed_zst() { mixed "$1" "$2" | zstd -19 -q -c; }
 
 # ---------------------------------------------------------------------------------------
 log() { printf '[bench] %s\n' "$*" >&2; }

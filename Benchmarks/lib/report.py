@@ -46,15 +46,17 @@ def load_targets(path, commands):
     """(kind, check, [NUM, DEN] or [], op, value, meaning) per line; exits on a bad line."""
     targets = []
     for kind, check, op, value, meaning in tsv_rows(path, 5):
-        named = [] if check == "rss" else check.split("/")
+        rss_corpus = check.partition(":")[2] if check.startswith("rss") else None
+        named = [] if rss_corpus is not None else check.split("/")
         try:
             value = float(value)
         except ValueError:
             value = None
         if value is None or op not in (">=", "<=") or kind not in ("target", "context") \
-                or len(named) not in (0, 2) or any(n not in commands for n in named):
+                or len(named) not in (0, 2) or any(n not in commands for n in named) \
+                or (rss_corpus is not None and check != "rss" and not check.startswith("rss:")):
             sys.exit("report.py: %s: bad line (kind target|context; check NUM/DEN of rows in commands.tsv, "
-                     "or rss; op >= or <=; a number): %s" % (path, "\t".join((kind, check, op, str(value), meaning))))
+                     "or rss, or rss:CORPUS; op >= or <=; a number): %s" % (path, "\t".join((kind, check, op, str(value), meaning))))
         targets.append((kind, check, named, op, value, meaning))
     return targets
 
@@ -153,8 +155,11 @@ def main(meta_path, raw_path, commands_path, targets_path):
     p("-" * 83)
     misses = skipped = 0
     for kind, check, named, op, target, meaning in load_targets(targets_path, commands):
-        if check == "rss":
-            peaks = [(s["rss_max"], n) for n, s in stats.items() if s["sluice"]]
+        if check == "rss" or check.startswith("rss:"):
+            # rss:CORPUS counts only the rows on that corpus (a decoder's window adds to its bound).
+            corpus = check.partition(":")[2]
+            peaks = [(s["rss_max"], n) for n, s in stats.items()
+                     if s["sluice"] and (not corpus or commands[n]["corpus"] == corpus)]
             value, worst = max(peaks) if peaks else (None, "")
             label = "%s (max of all runs: %s)" % (meaning, worst) if peaks else meaning
             shown_target, shown_value = "%s %g" % (op, target), "%9.1f"

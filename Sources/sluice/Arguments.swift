@@ -49,7 +49,10 @@ struct Arguments {
                 attached = String(arg[arg.index(after: eq)...])
             }
             guard let option = CommandOption.named(name) else {
-                if arg.hasPrefix("-") && arg.count > 1 { throw .usage("unknown option '\(name)'") }
+                if arg.hasPrefix("-") && arg.count > 1 {
+                    let guess = TypoSuggestion.closest(to: name, among: CommandOption.all.flatMap(\.names).filter { $0.hasPrefix("--") })
+                    throw .usage("unknown option '\(name)'" + (guess.map { "; did you mean \($0)?" } ?? ""))
+                }
                 positional.append(arg)
                 continue
             }

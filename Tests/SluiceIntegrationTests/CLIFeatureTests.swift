@@ -202,6 +202,9 @@ final class CLIFeatureTests: XCTestCase {
         let unknown = try SluiceBinary.run(["-qz", spec])
         XCTAssertEqual(unknown.status, 2)
         XCTAssertTrue(unknown.stderr.contains("unknown option '-qz'"), unknown.stderr)
+        let typo = try SluiceBinary.run(["--checkpoint-intervl", "1MiB", spec])
+        XCTAssertEqual(typo.status, 2)
+        XCTAssertTrue(typo.stderr.contains("unknown option '--checkpoint-intervl'; did you mean --checkpoint-interval?"), typo.stderr)
         let valueInside = try SluiceBinary.run(["-fq", dir + "/spec"])
         XCTAssertEqual(valueInside.status, 2, "-f takes a value, so it cannot stand inside a cluster")
     }

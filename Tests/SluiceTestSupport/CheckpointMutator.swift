@@ -1,8 +1,8 @@
 import Foundation
 import Sluice
 
-/// Damages a checkpoint's gzip state the way a careless edit or a bad disk might: one
-/// field set to an extreme or random value, or bytes of the inflate state changed.
+/// Damages a checkpoint's gzip or untar state the way a careless edit or a bad disk might:
+/// one field set to an extreme or random value, or bytes of the inflate state changed.
 /// Used by the in-process and the command-line checkpoint fuzz tests. Edits go through
 /// `Checkpoint` values, so a save re-seals them, appendix included; `StoredCheckpointFile`
 /// edits the stored bytes themselves (no re-sealing).
@@ -24,6 +24,53 @@ enum CheckpointMutator {
             let mutated = try? JSONDecoder().decode(GzipState.self, from: data)
         else { return "\(what) (not a gzip state any more: left as it was)" }
         checkpoint.stages[index] = StageState(mutated)
+        return what
+    }
+
+    /// Edits the untar stage's position fields: where the file being written stands
+    /// (`written`, the member's `size`) and where the reader stands in the member
+    /// (`remaining`, `padding`). nil when the checkpoint has no untar file in progress.
+    static func mutateUntarPosition(_ checkpoint: inout Checkpoint, rng: inout SeededRandom) -> String? {
+        editUntar(&checkpoint) { state in
+            guard var file = state.current else { return nil }
+            func near(_ value: UInt64) -> UInt64 {
+                [0, 1, value &- 1, value &+ 1, value / 2, value &+ 512, UInt64.max, rng.next() >> 20].randomElement(using: &rng)!
+            }
+            let what: String
+            switch Int.random(in: 0..<4, using: &rng) {
+            case 0:
+                file.written = near(file.written)
+                what = "untar written"
+            case 1:
+                file.size = near(file.size)
+                what = "untar size"
+            case 2:
+                state.reader.remaining = near(state.reader.remaining)
+                what = "untar remaining"
+            default:
+                state.reader.padding = UInt32(truncatingIfNeeded: near(UInt64(state.reader.padding)))
+                what = "untar padding"
+            }
+            state.current = file
+            return what
+        }
+    }
+
+    /// Sets the untar stage's current file's `written` (e.g. 0: the forged short file).
+    /// nil when the checkpoint has no untar file in progress.
+    static func setUntarWritten(_ checkpoint: inout Checkpoint, to value: UInt64) -> String? {
+        editUntar(&checkpoint) { state in
+            guard state.current != nil else { return nil }
+            state.current?.written = value
+            return "untar written = \(value)"
+        }
+    }
+
+    private static func editUntar(_ checkpoint: inout Checkpoint, _ edit: (inout UntarState) -> String?) -> String? {
+        guard let index = checkpoint.stages.firstIndex(where: { $0.as(UntarState.self) != nil }),
+            var state = checkpoint.stages[index].as(UntarState.self), let what = edit(&state)
+        else { return nil }
+        checkpoint.stages[index] = StageState(state)
         return what
     }
 

@@ -63,7 +63,7 @@ final class HostileServerTests: XCTestCase {
                 url: "file:///dev/null", options: FetchRun.options(), resumeFrom: saved,
                 control: control)
         ) { error in
-            guard case .checkpointRefused? = error as? SluiceError else { return XCTFail("\(error)") }
+            XCTAssertTrue(error is StateRejected, "\(error)")
         }
     }
 

@@ -36,7 +36,10 @@ final class PipelineSpecTests: XCTestCase {
 
     func testErrorsPointAtTheOffendingWord() {
         let cases: [(String, Int, Int, String)] = [
-            ("read x | gunzp | stdout", 1, 10, "unknown stage 'gunzp'"),
+            ("read x | gunzp | stdout", 1, 10, "unknown stage 'gunzp' (did you mean 'gunzip'? stages are: fetch,"),
+            ("read x | unzx | stdout", 1, 10, "did you mean 'unxz'?"),
+            ("read x | decompres | stdout", 1, 10, "did you mean 'decompress'?"),
+            ("read x | bogus | stdout", 1, 10, "unknown stage 'bogus' (stages are:"),
             ("read x | verify sha256:abc | stdout", 1, 17, "64 hex digits"),
             ("read x | verify md5:\(digest) | stdout", 1, 17, "sha256:HEX"),
             ("read x | stdout | gunzip", 1, 10, "must be the last stage"),

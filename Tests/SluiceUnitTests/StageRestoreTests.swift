@@ -138,10 +138,8 @@ final class StageRestoreTests: XCTestCase {
                 sourceDigest: sha256(gzip), outputDigest: sha256(plain), engine: .zlib,
                 checkpoint: checkpoint)
         ) { error in
-            guard case SluiceError.checkpointRefused(_, let reason)? = error as? SluiceError else {
-                return XCTFail("unexpected \(error)")
-            }
-            XCTAssertTrue(reason.contains("isal"), reason)
+            guard let rejected = error as? StateRejected else { return XCTFail("unexpected \(error)") }
+            XCTAssertTrue(rejected.reason.contains("isal"), rejected.reason)
         }
     }
 

@@ -156,19 +156,87 @@ final class UntarRestoreTests: XCTestCase {
         edits.append(("other strip", s))
         s = base
         s.current = .init(
-            path: ByteString(Array("a".utf8)), written: 1, crc32: 0, mode: 0o644,
+            path: ByteString(Array("a".utf8)), written: 1, size: 6, crc32: 0, mode: 0o644,
             mtime: TarTime(seconds: 0, nanoseconds: 0), needsChmod: false)
         edits.append(("file outside member", s))
+        // In member data at byte 1 of 6: header at 0, data from 512; padding 506 after it.
         s.reader.phase = .member
         s.reader.remaining = 5
+        s.reader.offset = 513
+        s.reader.padding = 506
+        let inMember = s
         s.current?.path = ByteString(Array("/etc/passwd".utf8))
         edits.append(("absolute current file", s))
+        // The forged short file: bytes written and still to come no longer make the size.
+        s = inMember
+        s.current?.written = 0
+        edits.append(("written 0", s))
+        s = inMember
+        s.current?.size = 1 << 40
+        edits.append(("size", s))
+        s = inMember
+        s.current?.written = UInt64.max
+        s.current?.size = 4
+        edits.append(("written overflows", s))
+        s = inMember
+        s.current?.written = 2
+        s.current?.size = 7
+        edits.append(("written past the data start", s))
+        s = inMember
+        s.reader.padding = 7
+        edits.append(("padding of another size", s))
+        s = inMember
+        s.reader.offset = 1000
+        edits.append(("reader offset off its block", s))
+        s = base
+        s.reader.pending = [1, 2, 3]
+        edits.append(("header bytes off their block", s))
         for (what, state) in edits {
             XCTAssertThrowsError(try UntarSink(directory: dir + "/out", restoring: state), what) { error in
-                guard case SluiceError.checkpointRefused = error else { return XCTFail("\(what): \(error)") }
+                XCTAssertTrue(error is StateRejected, "\(what): \(error)")
             }
         }
         base.reader.phase = .header
         XCTAssertNoThrow(try UntarSink(directory: dir + "/out", restoring: base))
+        // The consistent member state is accepted as far as the state goes (the file itself is missing).
+        XCTAssertThrowsError(try UntarSink(directory: dir + "/out", restoring: inMember)) { error in
+            XCTAssertTrue(error is PartialOutputChanged, "\(error)")
+        }
+    }
+
+    /// The packed directory list: what is appended comes back in order (names sharing
+    /// prefixes or not, mtimes before and after the epoch), and bytes it could not have
+    /// written are refused, not misread.
+    func testDirectoryListRoundTripsAndRefusesForeignBytes() throws {
+        var random = SeededRandom(seed: 5)
+        var dirs: [DirectoryMetadata] = []
+        var path: [UInt8] = Array("a".utf8)
+        for i in 0..<500 {
+            switch random.next() % 3 {
+            case 0: path += Array("/d\(i)".utf8)
+            case 1: path = Array("top\(i)/x".utf8)
+            default: path = Array(path.prefix(max(1, path.count - 3))) + Array("é\(i)".utf8)
+            }
+            let seconds = Int64(bitPattern: random.next()) >> Int64(random.next() % 64)
+            dirs.append(
+                DirectoryMetadata(
+                    path: ByteString(path), mode: UInt32(random.next() % 0o7777),
+                    mtime: TarTime(seconds: seconds, nanoseconds: Int32(random.next() % 1_000_000_000))))
+        }
+        let list = DirectoryList(dirs)
+        XCTAssertEqual(list.list, dirs)
+        XCTAssertEqual(list.count, dirs.count)
+        let reread = try XCTUnwrap(DirectoryList(packed: list.bytes))
+        XCTAssertEqual(reread.list, dirs)
+        // Appending after a reread continues the front coding where it stopped.
+        var continued = reread
+        continued.append(dirs[0])
+        XCTAssertEqual(continued.list, dirs + [dirs[0]])
+        XCTAssertNil(DirectoryList(packed: []))
+        XCTAssertNil(DirectoryList(packed: [1] + list.bytes.dropFirst()), "another format byte")
+        XCTAssertNil(DirectoryList(packed: Array(list.bytes.dropLast())), "truncated")
+        XCTAssertNil(DirectoryList(packed: [2, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01]), "overlong number")
+        XCTAssertNil(DirectoryList(packed: [2, 0o55, 0, 0, 5, 1, 0x61]), "shares more than the previous path has")
+        XCTAssertNil(DirectoryList(packed: [2, 0o55, 0, 0xff, 0xff, 0xff, 0xff, 0x0f, 0, 1, 0x61]), "nanoseconds out of range")
     }
 }

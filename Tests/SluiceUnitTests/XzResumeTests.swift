@@ -35,16 +35,16 @@ final class XzResumeTests: XCTestCase {
     }
 
     /// Decodes with a cut at `cut`: returns the output of both halves joined.
-    private static func decodeAcrossCut(_ xz: [UInt8], cut: Int, random: inout SeededRandom) throws -> (output: [UInt8], state: XzState) {
+    private static func decodeAcrossCut(_ xz: [UInt8], cut: Int, decoders: Int = 1, random: inout SeededRandom) throws -> (output: [UInt8], state: XzState) {
         let first = MemorySink()
-        let decoder = try XzDecoder(next: first)
+        let decoder = try XzDecoder(next: first, decoders: decoders)
         try feed(decoder, xz[..<cut], &random)
         let state = try decodeState(try encode(decoder.snapshot()))
         XCTAssertEqual(state, decoder.snapshot())
         XCTAssertEqual(state.inputOffset, UInt64(cut))
         XCTAssertEqual(state.outputOffset, UInt64(first.bytes.count))
         let second = MemorySink()
-        let restored = try XzDecoder(next: second, restoring: state)
+        let restored = try XzDecoder(next: second, decoders: decoders, restoring: state)
         try feed(restored, xz[cut...], &random)
         try restored.finish()
         return (first.bytes + second.bytes, state)
@@ -67,7 +67,8 @@ final class XzResumeTests: XCTestCase {
             let joined = xz + [0, 0, 0, 0] + empty  // a second stream, after padding
             for _ in 0..<55 {
                 let cut = Int(random.next() % UInt64(joined.count + 1))
-                let (output, state) = try Self.decodeAcrossCut(joined, cut: cut, random: &random)
+                // Every other cut decodes sized blocks (multi-block) on two threads.
+                let (output, state) = try Self.decodeAcrossCut(joined, cut: cut, decoders: 1 + cuts % 2, random: &random)
                 XCTAssertTrue(output == plain, "\(label): cut at \(cut) of \(joined.count) in phase \(state.phase)")
                 phases.insert(state.phase.rawValue)
                 cuts += 1
@@ -87,6 +88,15 @@ final class XzResumeTests: XCTestCase {
         for cut in 0...xz.count {
             let (output, state) = try Self.decodeAcrossCut(xz, cut: cut, random: &random)
             XCTAssertTrue(output == plain, "cut at \(cut)")
+            phases.insert(state.phase.rawValue)
+        }
+        // blockBody is the parallel path's (below).
+        XCTAssertEqual(phases.count, XzState.Phase.allCases.count - 1, "\(phases)")
+        // The same with blocks that declare their sizes, on two threads.
+        let sized = try XzTool.compress(plain, options: "-T2 --check=crc32 --block-size=700", dir: dir)
+        for cut in 0...sized.count {
+            let (output, state) = try Self.decodeAcrossCut(sized, cut: cut, decoders: 2, random: &random)
+            XCTAssertTrue(output == plain, "sized blocks, cut at \(cut)")
             phases.insert(state.phase.rawValue)
         }
         XCTAssertEqual(phases.count, XzState.Phase.allCases.count, "\(phases)")
@@ -118,7 +128,7 @@ final class XzResumeTests: XCTestCase {
                     first.bytes.prefix(Int(min(state.outputOffset, UInt64(first.bytes.count)))) + second.bytes == plain
                         || state.outputOffset != UInt64(first.bytes.count), "round \(round): wrong output accepted")
                 outcome = "decoded"
-            } catch SluiceError.checkpointRefused {
+            } catch is StateRejected {
                 outcome = "refused"
             } catch SluiceError.corruptData {
                 outcome = "corrupt"

@@ -51,6 +51,35 @@ final class ZstdDecoderTests: XCTestCase {
         }
     }
 
+    /// What a real encoder makes at RFC 8878's edges is never refused: a two-symbol alphabet
+    /// (a Huffman tree of one explicit weight), long runs (RLE blocks, FSE tables in RLE
+    /// mode), repeated offsets (rep codes and the ll = 0 shift), literals only (blocks with
+    /// no sequences), a 1 KiB window (blocks of 1 KiB), small blocks, and a window exactly
+    /// at the limit — by its descriptor and as a single-segment frame's content size.
+    func testRealEncoderEdgeCasesAreAccepted() throws {
+        let dir = try makeTemporaryDirectory(self)
+        var rng = SeededRandom(seed: 13)
+        let twoSymbols = (0..<60_000).map { _ in UInt8.random(in: 0...7, using: &rng) == 0 ? UInt8(ascii: "b") : UInt8(ascii: "a") }
+        let repeats = [UInt8]((0..<4000).flatMap { i in Array("abcdefgh abcdefgh XY\(i % 7) abcdefgh Q".utf8) })
+        let literalsOnly = (0..<40_000).map { _ in UInt8.random(in: 0...255, using: &rng) }
+        let runs = [UInt8](repeating: 1, count: 90_000) + [UInt8](repeating: 2, count: 70_000) + twoSymbols.prefix(500)
+        let text = makeTestData(count: 1_100_000, seed: 21)
+        for (name, plain) in [("two symbols", twoSymbols), ("repeats", repeats), ("literals only", literalsOnly), ("runs", runs)] {
+            for args in ["-1", "-19", "--fast=4", "--zstd=wlog=10 -3", "-B4096 -9"] {
+                XCTAssertTrue(try Self.decode(zstdCompress(plain, args, in: dir)) == plain, "\(name) \(args)")
+            }
+        }
+        let window = try zstdCompress(text, "--zstd=wlog=20 -12", in: dir)
+        XCTAssertTrue(try Self.decode(window, windowLimit: 1 << 20) == text, "window of exactly the limit")
+        let single = Array(text.prefix(1 << 20))
+        XCTAssertTrue(try Self.decode(zstdCompress(single, "-19", in: dir), windowLimit: 1 << 20) == single, "single segment at the limit")
+        XCTAssertThrowsError(try Self.decode(window, windowLimit: (1 << 20) - 1), "one byte under the window") { error in
+            guard case SluiceError.limitExceeded("zstd", _, "window", 1 << 20, (1 << 20) - 1, _)? = error as? SluiceError else {
+                return XCTFail("\(error)")
+            }
+        }
+    }
+
     func testConcatenatedSkippableAndEmptyFrames() throws {
         let dir = try makeTemporaryDirectory(self)
         let a = makeTestData(count: 200_000, seed: 1), b = Array(makeTestData(count: 50_000, seed: 2))

@@ -226,11 +226,9 @@ public final class Pipeline: Sendable {
         let built: StageChain
         do {
             built = try StageChain(spec: spec, options: options, control: control, restoring: checkpoint)
-        } catch let error as SluiceError {
-            if case .checkpointRefused(_, let reason) = error, let store {
-                throw SluiceError.checkpointRefused(path: store.path, reason: reason)
-            }
-            throw error
+        } catch let rejected as StateRejected {
+            // The one place that knows which checkpoint the states came from.
+            throw SluiceError.checkpointRefused(path: store?.path ?? "(no checkpoint)", reason: rejected.reason)
         }
         if let checkpoint { control.progress.emit(.resume(sourceOffset: checkpoint.source.offset)) }
         for note in built.notes { control.progress.emit(.notice(note)) }

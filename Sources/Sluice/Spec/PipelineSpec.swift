@@ -62,7 +62,9 @@ public struct PipelineSpec: Equatable, Sendable, CustomStringConvertible {
     private static func stage(from words: [SpecToken], kinds: [StageKind]) throws(SpecError) -> StageSpec {
         let head = words[0]
         guard let kind = kinds.first(where: { $0.word == head.text }) else {
-            throw SpecError("unknown stage '\(head.text)' (stages are: \(kinds.map(\.word).joined(separator: ", ")))", at: head)
+            let words = kinds.map(\.word)
+            let guess = TypoSuggestion.closest(to: head.text, among: words).map { "did you mean '\($0)'? " } ?? ""
+            throw SpecError("unknown stage '\(head.text)' (\(guess)stages are: \(words.joined(separator: ", ")))", at: head)
         }
         var rest = words.dropFirst()
         var arguments: [String] = []

@@ -47,6 +47,7 @@ public final class Decompressor: ForwardingSink {
     private let resumable: Bool
     private let zstdWindowLimit: UInt64
     private let xzMemoryLimit: UInt64
+    private let xzDecoders: Int
     private var seen: [UInt8] = []
     public private(set) var codec: Codec?
     private var gzip: GzipDecoder?
@@ -55,7 +56,7 @@ public final class Decompressor: ForwardingSink {
 
     public init(
         next: ByteSink, engine: InflateEngineKind = .fastest, resumable: Bool = true,
-        zstdWindowLimit: UInt64 = 128 << 20, xzMemoryLimit: UInt64 = 256 << 20,
+        zstdWindowLimit: UInt64 = 128 << 20, xzMemoryLimit: UInt64 = 256 << 20, xzDecoders: Int = 1,
         restoring state: DecompressState? = nil
     ) throws {
         self.next = next
@@ -63,6 +64,7 @@ public final class Decompressor: ForwardingSink {
         self.resumable = resumable
         self.zstdWindowLimit = zstdWindowLimit
         self.xzMemoryLimit = xzMemoryLimit
+        self.xzDecoders = xzDecoders
         if let state { try restore(state) }
     }
 
@@ -104,7 +106,7 @@ public final class Decompressor: ForwardingSink {
     private func become(_ chosen: Codec, gunzip: GzipState? = nil, unxz: XzState? = nil, unzstd: ZstdState? = nil) throws {
         switch chosen {
         case .gzip: gzip = try GzipDecoder(engine: engine, next: next, resumable: resumable, restoring: gunzip)
-        case .xz: xz = try XzDecoder(next: next, memoryLimit: xzMemoryLimit, restoring: unxz)
+        case .xz: xz = try XzDecoder(next: next, memoryLimit: xzMemoryLimit, decoders: xzDecoders, restoring: unxz)
         case .zstd: zstd = try ZstdDecoder(next: next, windowLimit: zstdWindowLimit, restoring: unzstd)
         }
         codec = chosen
@@ -131,8 +133,8 @@ public final class Decompressor: ForwardingSink {
     }
 
     private func restore(_ state: DecompressState) throws {
-        func refuse(_ why: String) -> SluiceError {
-            .checkpointRefused(path: "", reason: "its decompress state is unusable: \(why)")
+        func refuse(_ why: String) -> StateRejected {
+            StateRejected("its decompress state is unusable: \(why)")
         }
         guard let chosen = state.codec else {
             seen = [UInt8](state.seen)
@@ -177,6 +179,7 @@ extension StageKind {
             next: next, engine: context.options.engine,
             resumable: saved != nil || context.options.checkpointInterval > 0,
             zstdWindowLimit: ZstdDecoder.windowLimit(spec),
-            xzMemoryLimit: spec.option("memlimit").flatMap(UInt64.init) ?? (256 << 20), restoring: saved)
+            xzMemoryLimit: spec.option("memlimit").flatMap(UInt64.init) ?? (256 << 20),
+            xzDecoders: XzDecoder.decoderThreads(context.options), restoring: saved)
     }
 }

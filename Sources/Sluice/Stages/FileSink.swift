@@ -45,7 +45,7 @@ public final class FileSink: TerminalSink {
         self.path = path
         self.partialPath = Self.partialPath(for: path)
         if let state, state.bytesWritten > UInt64(Int64.max) {
-            throw SluiceError.checkpointRefused(path: "(file stage)", reason: "the file state is malformed: \(state.bytesWritten) bytes written")
+            throw StateRejected("the file state is malformed: \(state.bytesWritten) bytes written")
         }
         fd = try Self.openPartial(partialPath, fresh: state == nil)
         let keep = state?.bytesWritten ?? 0

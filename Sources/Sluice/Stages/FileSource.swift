@@ -43,7 +43,7 @@ public final class FileSource: ByteSource {
         buffer = .allocate(byteCount: chunkSize, alignment: 64)
         if let saved {
             guard saved.offset <= size || saved.totalLength != size else {
-                throw SluiceError.checkpointRefused(path: "(read stage)", reason: "its offset \(saved.offset) lies past the end of \(path)")
+                throw StateRejected("its offset \(saved.offset) lies past the end of \(path)")
             }
             if saved.totalLength != size || saved.lastModified != modified {
                 throw SourceChanged(
@@ -54,7 +54,7 @@ public final class FileSource: ByteSource {
             }
             // A pipe or device cannot be rewound: like stdin, it cannot be resumed.
             guard (st.st_mode & S_IFMT) == S_IFREG || saved.offset == 0 else {
-                throw SluiceError.checkpointRefused(path: "(read stage)", reason: "\(path) is not a regular file, so it cannot be resumed")
+                throw StateRejected("\(path) is not a regular file, so it cannot be resumed")
             }
             guard lseek(fd, off_t(saved.offset), SEEK_SET) >= 0 else {
                 throw SluiceError.io(path: path, operation: "seek in", errno: errno)

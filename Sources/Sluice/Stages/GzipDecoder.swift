@@ -199,10 +199,8 @@ public final class GzipDecoder: ByteSink {
     /// Takes over a checkpoint's state, checking every field first: a checkpoint is input.
     private func restore(_ state: GzipState) throws {
         guard state.engine == engineKind else {
-            throw SluiceError.checkpointRefused(
-                path: "(gunzip stage)",
-                reason:
-                    "it was made by the \(state.engine.rawValue) inflate engine, this run uses \(engineKind.rawValue) (pass --engine \(state.engine.rawValue) to resume it)"
+            throw StateRejected(
+                "it was made by the \(state.engine.rawValue) inflate engine, this run uses \(engineKind.rawValue) (pass --engine \(state.engine.rawValue) to resume it)"
             )
         }
         // Counters that later arithmetic adds to: far beyond anything a real run reaches.
@@ -249,8 +247,8 @@ public final class GzipDecoder: ByteSink {
         }
     }
 
-    private func malformed(_ what: String) -> SluiceError {
-        .checkpointRefused(path: "(gunzip stage)", reason: "the gzip state is malformed: \(what)")
+    private func malformed(_ what: String) -> StateRejected {
+        StateRejected("the gzip state is malformed: \(what)")
     }
 }
 

@@ -50,7 +50,7 @@ public final class HTTPSource: ByteSource {
         startOffset = resumeFrom?.offset ?? 0
         // Offsets become curl_off_t and Range values: a checkpoint claiming more is damaged.
         guard startOffset <= HTTPNumber.maximum else {
-            throw SluiceError.checkpointRefused(path: "", reason: "its source offset \(startOffset) is beyond 2^63-1")
+            throw StateRejected("its source offset \(startOffset) is beyond 2^63-1")
         }
         requireProof = resumeFrom != nil && (resumeFrom?.offset ?? 0) > 0 && start.query != nil
         firstSeen = Mutex(resumeFrom.map(FetchValidators.init))

@@ -51,7 +51,7 @@ public final class SHA256Verifier: ForwardingSink {
 
     private func restore(_ state: SHA256State) throws {
         guard let restored = SHA256_CTX(restoring: state) else {
-            throw SluiceError.checkpointRefused(path: "(verify stage)", reason: "the SHA-256 state is malformed")
+            throw StateRejected("the SHA-256 state is malformed")
         }
         context = restored
         bytesHashed = state.bytesHashed

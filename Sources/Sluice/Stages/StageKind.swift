@@ -102,7 +102,7 @@ extension StageKind {
     private static func typed<State: StageStateValue>(_ saved: (any StageStateValue)?, as: State.Type) throws -> State? {
         guard let saved else { return nil }
         guard let state = saved as? State else {
-            throw SluiceError.checkpointRefused(path: "", reason: "its \(State.stage) stage holds the state of a \(type(of: saved).stage) stage")
+            throw StateRejected("its \(State.stage) stage holds the state of a \(type(of: saved).stage) stage")
         }
         return state
     }

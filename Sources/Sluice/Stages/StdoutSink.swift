@@ -60,16 +60,15 @@ public final class StdoutSink: TerminalSink {
         // Offsets reach off_t: anything past its range is not from a real run.
         let limit = UInt64(Int64.max)
         guard state.bytesWritten <= limit, (state.fileSize ?? 0) <= limit, (state.startFileSize ?? 0) <= limit else {
-            throw SluiceError.checkpointRefused(path: "(stdout)", reason: "the stdout state is malformed: an offset beyond \(limit)")
+            throw StateRejected("the stdout state is malformed: an offset beyond \(limit)")
         }
         if isFile, let size = state.fileSize {
             try Self.requireSameFile(state, fd: fd, doing: "cut it back to the checkpoint")
             // A file shorter than at the cut was truncated (`>` instead of `>>`): what the
             // interrupted run wrote is gone, and resuming would leave only the tail.
             guard let current = POSIX.fileSize(fd), current >= size else {
-                throw SluiceError.checkpointRefused(
-                    path: "(stdout)",
-                    reason: "stdout is a file shorter than the \(size) bytes it had at the checkpoint (append with >> to the same file to resume)")
+                throw StateRejected(
+                    "stdout is a file shorter than the \(size) bytes it had at the checkpoint (append with >> to the same file to resume)")
             }
             try Self.checkWritten(state, endingAt: size, in: fd)
             try POSIX.truncate(fd, to: size, path: "stdout")

@@ -19,12 +19,11 @@ public final class UntarSink: TerminalSink, TarEventHandler {
     private let root: Int32
     private let notify: (String) -> Void
     private var noticesGiven = 0
-    private let resumable: Bool
 
     /// The regular file being written, if the current member is one.
     private var current: OpenFile?
     /// Directory metadata, applied when the archive ends (children first).
-    private var directories: [DirectoryMetadata]
+    private var directories: DirectoryList
     /// What the archive says about DIR itself (a `./` member).
     private var rootMetadata: DirectoryMetadata?
     public private(set) var notices: [String] = []
@@ -36,9 +35,9 @@ public final class UntarSink: TerminalSink, TarEventHandler {
     static let typesWithoutAFile: Set<UInt8> = [UInt8(ascii: "V"), UInt8(ascii: "M"), UInt8(ascii: "N"), UInt8(ascii: "D")]
     static let maxDirectories = 1_000_000
     static let maxDirectoryBytes = 32 << 20
-    /// Bytes the packed directory records take (18 per record plus the path).
-    private var directoryBytes = 0
     public static let maxStrip = 64
+    /// Files longer than this get their CRC as they are written (see `tarData`).
+    static let crcAsWrittenFrom: UInt64 = 1 << 20
 
     private struct OpenFile {
         var fd: Int32
@@ -47,7 +46,11 @@ public final class UntarSink: TerminalSink, TarEventHandler {
         var mtime: TarTime
         var needsChmod: Bool
         var written: UInt64
-        /// CRC-32 of the first `crcCovers` bytes, extended lazily at each cut.
+        /// The member's data size: a file is complete when `written` reaches it.
+        var size: UInt64
+        /// CRC-32 of the first `crcCovers` bytes: a cut extends it by reading back what was
+        /// written since (most files end between two cuts and never need one); past
+        /// `crcAsWrittenFrom` it follows the writes.
         var crc: UInt32
         var crcCovers: UInt64
         /// Where the member's header is, for messages (0 after a resume).
@@ -58,13 +61,10 @@ public final class UntarSink: TerminalSink, TarEventHandler {
 
     /// A fresh extraction (any stale partial tree is removed first), or one restored from
     /// a checkpoint: the partial tree must still be what the checkpoint describes.
-    /// `resumable`: checkpoints will be taken, so the current file's CRC is kept as it is
-    /// written (without, a cut computes it by reading the file back).
     public init(
-        directory: String, strip: Int = 0, restoring state: UntarState? = nil, resumable: Bool = true,
+        directory: String, strip: Int = 0, restoring state: UntarState? = nil,
         notify: @escaping (String) -> Void = { _ in }
     ) throws {
-        self.resumable = resumable
         guard (0...Self.maxStrip).contains(strip) else { throw SluiceError.usage("untar strip=\(strip): expected 0 to \(Self.maxStrip)") }
         self.directory = directory
         self.partialPath = Self.partialPath(for: directory)
@@ -75,10 +75,9 @@ public final class UntarSink: TerminalSink, TarEventHandler {
             do {
                 reader = try TarReader(restoring: state.reader)
             } catch {
-                throw SluiceError.checkpointRefused(path: "(untar stage)", reason: "its tar reader state is not one untar writes")
+                throw StateRejected("its tar reader state is not one untar writes")
             }
-            directories = state.directories
-            directoryBytes = state.directories.reduce(0) { $0 + 18 + $1.path.bytes.count }
+            directories = state.packedDirectories
             rootMetadata = state.root
             root = open(partialPath, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
             guard root >= 0 else {
@@ -86,7 +85,7 @@ public final class UntarSink: TerminalSink, TarEventHandler {
             }
         } else {
             reader = TarReader()
-            directories = []
+            directories = DirectoryList()
             Self.discard(directory: directory)
             guard mkdir(partialPath, 0o700) == 0 else {
                 throw SluiceError.io(path: partialPath, operation: "create directory", errno: errno)
@@ -124,7 +123,7 @@ public final class UntarSink: TerminalSink, TarEventHandler {
             throw Self.sluiceError(error)
         }
         // Children before parents, and a later entry for the same directory after an earlier one.
-        let ordered = directories.enumerated().sorted {
+        let ordered = directories.list.enumerated().sorted {
             ($0.element.depth, $1.offset) > ($1.element.depth, $0.offset)
         }
         do {
@@ -153,12 +152,12 @@ public final class UntarSink: TerminalSink, TarEventHandler {
             extendCRC(&file)
             current = file
             saved = UntarState.CurrentFile(
-                path: ByteString(file.path.joined), written: file.written, crc32: file.crc,
+                path: ByteString(file.path.joined), written: file.written, size: file.size, crc32: file.crc,
                 mode: file.mode, mtime: file.mtime, needsChmod: file.needsChmod)
         }
         return UntarState(
             directory: directory, strip: strip, reader: reader.state, current: saved,
-            directories: directories, root: rootMetadata)
+            packedDirectories: directories, root: rootMetadata)
     }
 
     /// syncfs on the destination: one call makes every file and directory entry since the
@@ -214,7 +213,7 @@ public final class UntarSink: TerminalSink, TarEventHandler {
 
     private func reopen(_ saved: UntarState.CurrentFile) throws -> OpenFile {
         guard let path = MemberPath.restored(saved.path.bytes), !path.components.isEmpty else {
-            throw SluiceError.checkpointRefused(path: "(untar stage)", reason: "its current file name is not a normalised member name")
+            throw StateRejected("its current file name is not a normalised member name")
         }
         let shown = partialPath + "/" + String(decoding: saved.path.bytes, as: UTF8.self)
         var fd: Int32
@@ -238,7 +237,7 @@ public final class UntarSink: TerminalSink, TarEventHandler {
         }
         var file = OpenFile(
             fd: fd, path: path, mode: saved.mode, mtime: saved.mtime, needsChmod: saved.needsChmod || copied,
-            written: saved.written, crc: 0, crcCovers: 0)
+            written: saved.written, size: saved.size, crc: 0, crcCovers: 0)
         extendCRC(&file)
         guard file.crc == saved.crc32 else {
             close(fd)
@@ -282,7 +281,7 @@ public final class UntarSink: TerminalSink, TarEventHandler {
             let (fd, needsChmod) = try extractor.createFile(path, mode: entry.mode)
             current = OpenFile(
                 fd: fd, path: path, mode: entry.mode, mtime: entry.mtime, needsChmod: needsChmod,
-                written: 0, crc: 0, crcCovers: 0, headerOffset: entry.offset)
+                written: 0, size: entry.size, crc: 0, crcCovers: 0, headerOffset: entry.offset)
         case .directory:
             let metadata = DirectoryMetadata(path: ByteString(path.joined), mode: entry.mode, mtime: entry.mtime)
             if path.components.isEmpty {
@@ -291,11 +290,11 @@ public final class UntarSink: TerminalSink, TarEventHandler {
             }
             try extractor.makeDirectory(path)
             let bytes = 18 + metadata.path.bytes.count
-            guard directories.count < Self.maxDirectories, directoryBytes + bytes <= Self.maxDirectoryBytes else {
-                throw PathRefusal("is one directory more than untar keeps metadata for (\(directories.count) directories, \(directoryBytes) bytes of names)")
+            guard directories.count < Self.maxDirectories, directories.weight + bytes <= Self.maxDirectoryBytes else {
+                throw PathRefusal(
+                    "is one directory more than untar keeps metadata for (\(directories.count) directories, \(directories.weight) bytes of names)")
             }
             directories.append(metadata)
-            directoryBytes += bytes
         case .symlink:
             guard !path.components.isEmpty else { throw PathRefusal("would replace the destination directory itself") }
             try MemberPath.checkSymlinkTarget(entry.linkTarget, linkDirectoryDepth: path.components.count - 1)
@@ -316,10 +315,16 @@ public final class UntarSink: TerminalSink, TarEventHandler {
         guard let fd = current?.fd else { return }  // a member whose data is not extracted
         try POSIX.writeAll(fd, bytes, path: partialPath)
         current?.written &+= UInt64(bytes.count)
-        // While the bytes are in cache (ISA-L's CRC runs at many GB/s); otherwise a cut reads them back.
-        if resumable, var file = current, file.crcCovers + UInt64(bytes.count) == file.written {
-            file.crc = Self.crc32(file.crc, bytes)
-            file.crcCovers = file.written
+        // A large file spans cuts: its CRC follows the bytes while they are in cache (its
+        // first part read back once). A small one mostly ends before the next cut, which
+        // then never reads it at all.
+        if var file = current, file.written > Self.crcAsWrittenFrom {
+            if file.crcCovers &+ UInt64(bytes.count) == file.written {
+                file.crc = Self.crc32(file.crc, bytes)
+                file.crcCovers = file.written
+            } else {
+                extendCRC(&file)
+            }
             current = file
         }
     }
@@ -333,6 +338,12 @@ public final class UntarSink: TerminalSink, TarEventHandler {
     func tarEntryEnd() throws {
         guard let file = current else { return }
         current = nil
+        guard file.written == file.size else {
+            close(file.fd)
+            throw SluiceError.corruptData(
+                format: "tar", offset: reader.state.offset,
+                reason: "member \(TarName.display(file.path.joined)) ended with \(file.written) of its \(file.size) bytes written")
+        }
         do {
             try extractor.completeFile(file.fd, mode: file.mode, needsChmod: file.needsChmod, mtime: file.mtime, path: file.path)
         } catch {
@@ -367,24 +378,36 @@ public final class UntarSink: TerminalSink, TarEventHandler {
     }
 
     private static func validate(_ state: UntarState, directory: String, strip: Int) throws {
-        func refuse(_ why: String) -> SluiceError { .checkpointRefused(path: "(untar stage)", reason: why) }
+        func refuse(_ why: String) -> StateRejected { StateRejected(why) }
         guard state.directory == directory, state.strip == strip else { throw refuse("it was written for another untar stage") }
-        guard state.directories.count <= maxDirectories,
-            state.directories.reduce(0, { $0 + 18 + $1.path.bytes.count }) <= maxDirectoryBytes
-        else {
+        guard state.packedDirectories.count <= maxDirectories, state.packedDirectories.weight <= maxDirectoryBytes else {
             throw refuse("it lists too many directories")
         }
-        for dir in state.directories where MemberPath.restored(dir.path.bytes)?.components.isEmpty != false {
+        let directories = state.directories
+        for dir in directories where MemberPath.restored(dir.path.bytes)?.components.isEmpty != false {
             throw refuse("it lists a directory whose name is not a normalised member name")
         }
         if let root = state.root, !root.path.bytes.isEmpty { throw refuse("its root metadata names a path") }
         if let current = state.current {
             guard state.reader.phase == .member else { throw refuse("it has a file open outside a member's data") }
+            // The reader stands `written` bytes into the member's data, which started on a
+            // block boundary after its header, with `remaining` bytes of `size` to come.
+            let (total, overflow) = current.written.addingReportingOverflow(state.reader.remaining)
+            guard !overflow, total == current.size else {
+                throw refuse(
+                    "its current file's bytes written (\(current.written)) and still to come (\(state.reader.remaining)) do not make the member's size (\(current.size))"
+                )
+            }
+            guard current.written <= state.reader.offset, (state.reader.offset - current.written) % 512 == 0,
+                state.reader.offset - current.written >= 512
+            else {
+                throw refuse("its current file's bytes written (\(current.written)) do not end where the reader stands (byte \(state.reader.offset))")
+            }
             guard current.mode <= 0o7777, current.mtime.nanoseconds >= 0, current.mtime.nanoseconds < 1_000_000_000 else {
                 throw refuse("its current file has a bad mode or mtime")
             }
         }
-        for dir in state.directories + [state.root].compactMap({ $0 }) {
+        for dir in directories + [state.root].compactMap({ $0 }) {
             guard dir.mode <= 0o7777, dir.mtime.nanoseconds >= 0, dir.mtime.nanoseconds < 1_000_000_000 else {
                 throw refuse("a directory has a bad mode or mtime")
             }
@@ -406,46 +429,6 @@ public struct DirectoryMetadata: Codable, Sendable, Equatable {
 
     var depth: Int { path.bytes.reduce(1) { $1 == UInt8(ascii: "/") ? $0 + 1 : $0 } }
 
-    /// Per directory, little-endian: mode u32, mtime seconds i64, nanoseconds i32, path
-    /// length u16, path bytes.
-    static func pack(_ list: [DirectoryMetadata]) -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(list.count * 48)
-        func put<T: FixedWidthInteger>(_ value: T) { withUnsafeBytes(of: value.littleEndian) { out += $0 } }
-        for dir in list {
-            put(dir.mode)
-            put(dir.mtime.seconds)
-            put(dir.mtime.nanoseconds)
-            put(UInt16(truncatingIfNeeded: dir.path.bytes.count))
-            out += dir.path.bytes
-        }
-        return out
-    }
-
-    /// nil when the bytes are not a list `pack` could have written.
-    static func unpack(_ bytes: [UInt8]) -> [DirectoryMetadata]? {
-        var list: [DirectoryMetadata] = []
-        var at = 0
-        func take<T: FixedWidthInteger>(_: T.Type) -> T? {
-            let size = MemoryLayout<T>.size
-            guard bytes.count - at >= size else { return nil }
-            var value: T = 0
-            for i in 0..<size { value |= T(truncatingIfNeeded: bytes[at + i]) << (8 * i) }
-            at += size
-            return value
-        }
-        while at < bytes.count {
-            guard let mode = take(UInt32.self), let seconds = take(Int64.self), let nanos = take(Int32.self),
-                let length = take(UInt16.self), bytes.count - at >= Int(length)
-            else { return nil }
-            list.append(
-                DirectoryMetadata(
-                    path: ByteString(Array(bytes[at..<(at + Int(length))])), mode: mode,
-                    mtime: TarTime(seconds: seconds, nanoseconds: nanos)))
-            at += Int(length)
-        }
-        return list
-    }
     var memberPath: MemberPath { MemberPath.restored(path.bytes) ?? MemberPath(components: []) }
 }
 
@@ -456,13 +439,20 @@ public struct UntarState: StageStateValue {
     public var strip: Int
     public var reader: TarReaderState
     public var current: CurrentFile?
-    public var directories: [DirectoryMetadata]
+    /// Directories waiting for their metadata, packed as the sink keeps them.
+    var packedDirectories: DirectoryList
+    public var directories: [DirectoryMetadata] {
+        get { packedDirectories.list }
+        set { packedDirectories = DirectoryList(newValue) }
+    }
     public var root: DirectoryMetadata?
 
     /// The regular file being written at the cut.
     public struct CurrentFile: Codable, Sendable, Equatable {
         public var path: ByteString
         public var written: UInt64
+        /// The member's data size (its header's): `written` plus the reader's `remaining`.
+        public var size: UInt64
         public var crc32: UInt32
         public var mode: UInt32
         var mtime: TarTime
@@ -473,8 +463,8 @@ public struct UntarState: StageStateValue {
 
     private enum CodingKeys: String, CodingKey { case directory, strip, reader, current, directories, root }
 
-    // Directories are stored as one packed base64 string: thousands of small JSON objects
-    // made every checkpoint of a source tree cost milliseconds of encoding.
+    // Directories are stored as one packed base64 string (`DirectoryList`): thousands of
+    // small JSON objects made every checkpoint of a source tree cost milliseconds of encoding.
     public init(from decoder: Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         directory = try c.decode(String.self, forKey: .directory)
@@ -482,10 +472,10 @@ public struct UntarState: StageStateValue {
         reader = try c.decode(TarReaderState.self, forKey: .reader)
         current = try c.decodeIfPresent(CurrentFile.self, forKey: .current)
         root = try c.decodeIfPresent(DirectoryMetadata.self, forKey: .root)
-        guard let list = DirectoryMetadata.unpack(try c.decode(ByteString.self, forKey: .directories).bytes) else {
+        guard let list = DirectoryList(packed: try c.decode(ByteString.self, forKey: .directories).bytes) else {
             throw DecodingError.dataCorruptedError(forKey: .directories, in: c, debugDescription: "not a packed directory list")
         }
-        directories = list
+        packedDirectories = list
     }
 
     public func encode(to encoder: Encoder) throws {
@@ -495,18 +485,27 @@ public struct UntarState: StageStateValue {
         try c.encode(reader, forKey: .reader)
         try c.encodeIfPresent(current, forKey: .current)
         try c.encodeIfPresent(root, forKey: .root)
-        try c.encode(ByteString(DirectoryMetadata.pack(directories)), forKey: .directories)
+        try c.encode(ByteString(packedDirectories.bytes), forKey: .directories)
     }
 
     init(
         directory: String, strip: Int, reader: TarReaderState, current: CurrentFile?,
         directories: [DirectoryMetadata], root: DirectoryMetadata?
     ) {
+        self.init(
+            directory: directory, strip: strip, reader: reader, current: current,
+            packedDirectories: DirectoryList(directories), root: root)
+    }
+
+    init(
+        directory: String, strip: Int, reader: TarReaderState, current: CurrentFile?,
+        packedDirectories: DirectoryList, root: DirectoryMetadata?
+    ) {
         self.directory = directory
         self.strip = strip
         self.reader = reader
         self.current = current
-        self.directories = directories
+        self.packedDirectories = packedDirectories
         self.root = root
     }
 
@@ -578,7 +577,7 @@ extension StageKind {
         let progress = context.control.progress
         return try UntarSink(
             directory: spec.arguments[0], strip: spec.option("strip").flatMap { Int($0) } ?? 0,
-            restoring: saved, resumable: saved != nil || context.options.checkpointInterval > 0,
+            restoring: saved,
             notify: { progress.emit(.notice($0)) })
     }
 }

@@ -10,6 +10,11 @@ import Foundation
 /// Input is gathered unit by unit (a header, an LZMA2 chunk of at most 64 KiB, a check…)
 /// and each unit is handled whole: output leaves only for whole chunks, and a snapshot is
 /// the position plus the partly gathered unit.
+///
+/// Blocks whose header declares both sizes (what `xz -T` writes) are gathered whole instead
+/// and decoded on several threads (`XzBlockPool`); their output goes on in order, a whole
+/// block at a time, so a snapshot is the position, the blocks read but not yet handed on,
+/// and the one being gathered — no window, no decoder state.
 public final class XzDecoder: ForwardingSink {
     public let next: ByteSink
     public let memoryLimit: UInt64
@@ -26,6 +31,17 @@ public final class XzDecoder: ForwardingSink {
     private var blocks = XzRecordSummary()
     private var index = XzIndexParser()
     private var block: Block?
+    /// Threads that decode sized blocks, this one included; 1 decodes every block in turn.
+    private let decoders: Int
+    private let pool: XzBlockPool
+    /// In `blockBody`: the sized block being gathered.
+    private var gathering: XzBlockJob?
+    /// Where the unit being handled began in the input.
+    private var unitStart: UInt64 = 0
+    /// Decodes queued blocks on this thread while it would otherwise wait for them.
+    private lazy var helper = Lzma2Decoder()
+    /// A restored checkpoint may queue no more blocks than this.
+    static let mostQueued = 8
 
     /// The block being decoded.
     private final class Block {
@@ -51,25 +67,32 @@ public final class XzDecoder: ForwardingSink {
 
     private static let largestUnit = 6 + (1 << 16)
 
-    public init(next: ByteSink, memoryLimit: UInt64 = 256 << 20, restoring state: XzState? = nil) throws {
+    /// `decoders`: threads that may decode sized blocks at once, this one included (the
+    /// others are started at the first such block).
+    public init(next: ByteSink, memoryLimit: UInt64 = 256 << 20, decoders: Int = 1, restoring state: XzState? = nil) throws {
         self.next = next
         self.memoryLimit = memoryLimit
+        self.decoders = max(1, decoders)
+        pool = XzBlockPool(workers: self.decoders - 1)
         pending = .allocate(byteCount: Self.largestUnit + Int(CXZ_INPUT_SLACK), alignment: 16)
         pending.initializeMemory(as: UInt8.self, repeating: 0)
         if let state {
             do {
                 try restore(state)
             } catch let error as XzStateError {
-                throw SluiceError.checkpointRefused(path: "", reason: "its unxz state is malformed: \(error.reason)")
+                throw StateRejected("its unxz state is malformed: \(error.reason)")
             } catch let error as XzFormatError {
-                throw SluiceError.checkpointRefused(path: "", reason: "its unxz state does not hold together: \(error.reason)")
+                throw StateRejected("its unxz state does not hold together: \(error.reason)")
             } catch let limit as DecoderLimitExceeded {
-                throw SluiceError.checkpointRefused(path: "", reason: "its unxz state is unusable: \(limit.refusal)")
+                throw StateRejected("its unxz state is unusable: \(limit.refusal)")
             }
         }
     }
 
-    deinit { pending.deallocate() }
+    deinit {
+        pool.shutdown()
+        pending.deallocate()
+    }
 
     public func write(_ bytes: UnsafeRawBufferPointer) throws {
         var rest = bytes
@@ -78,12 +101,30 @@ public final class XzDecoder: ForwardingSink {
             do {
                 used = try step(rest)
             } catch let error as XzFormatError {
-                throw SluiceError.corruptData(format: "xz", offset: inputOffset, reason: error.reason)
+                throw failing(SluiceError.corruptData(format: "xz", offset: inputOffset, reason: error.reason))
             } catch let limit as DecoderLimitExceeded {
-                throw limit.error(format: "xz", offset: inputOffset)
+                throw failing(limit.error(format: "xz", offset: inputOffset))
+            } catch {
+                pool.shutdown()
+                throw error
             }
             rest = UnsafeRawBufferPointer(rebasing: rest[used...])
         }
+    }
+
+    /// Worker threads still running (for tests: none after `finish` or a failure).
+    var workersRunning: Int { pool.runningWorkers }
+
+    /// Damage found on this thread lies after every queued block: a queued block's own
+    /// failure is the one to report. Either way the workers stop.
+    private func failing(_ found: SluiceError) -> Error {
+        defer { pool.shutdown() }
+        do {
+            try drain()
+        } catch {
+            return error
+        }
+        return found
     }
 
     /// Consumes bytes of the current unit; handles the unit once it is whole.
@@ -93,6 +134,12 @@ public final class XzDecoder: ForwardingSink {
             let used = try index.consume(input)
             inputOffset &+= UInt64(used)
             if index.isDone { try endIndex() }
+            return used
+        case .blockBody:
+            guard let job = gathering else { throw XzFormatError("no block is being gathered") }
+            let used = job.gather(input)
+            inputOffset &+= UInt64(used)
+            if job.isGathered { try queue(job) }
             return used
         case .streamPadding:
             guard let nonzero = input.firstIndex(where: { $0 != 0 }) else {
@@ -114,6 +161,7 @@ public final class XzDecoder: ForwardingSink {
             pendingCount += take
             if take == want {
                 // Errors name the offset where the unit began.
+                unitStart = inputOffset &+ UInt64(take) &- UInt64(pendingCount)
                 try handleUnit()
             }
             inputOffset &+= UInt64(take)
@@ -134,7 +182,7 @@ public final class XzDecoder: ForwardingSink {
             return header + Lzma2Decoder.payloadLength(header: UnsafeRawBufferPointer(pending))
         case .blockPadding: return Int((4 - (currentBlock.compressedSize % 4)) % 4)
         case .check: return checkKind.size
-        case .index, .streamPadding: return 0
+        case .index, .streamPadding, .blockBody: return 0
         }
     }
 
@@ -147,6 +195,7 @@ public final class XzDecoder: ForwardingSink {
             try startStream(unit)
         case .blockStart:
             if unit[0] == 0 {
+                try drain()
                 index = XzIndexParser()
                 phase = .index
                 pendingCount = 0
@@ -156,8 +205,17 @@ public final class XzDecoder: ForwardingSink {
             return
         case .blockHeader:
             let header = try XzBlockHeader(unit, memoryLimit: memoryLimit)
-            block = Block(headerBytes: Data(unit), header: header, check: XzCheck(checkKind), lzma2: lzma2)
-            phase = .chunk
+            if decoders > 1 && XzBlockJob.qualifies(header) {
+                gathering = XzBlockJob(
+                    offset: unitStart, headerBytes: unit, header: header, checkKind: checkKind,
+                    blockNumber: blocks.count &+ 1, streamNumber: streamsDone &+ 1)
+                phase = .blockBody
+            } else {
+                // A block decoded here follows every queued block's output.
+                try drain()
+                block = Block(headerBytes: Data(unit), header: header, check: XzCheck(checkKind), lzma2: lzma2)
+                phase = .chunk
+            }
         case .chunk:
             let header = try Lzma2Decoder.headerLength(control: unit[0])
             if unit.count == 1 && header > 1 { return }  // the control byte alone: gather the rest
@@ -170,7 +228,7 @@ public final class XzDecoder: ForwardingSink {
             try endBlock(storedCheck: unit)
         case .streamFooter:
             try endStream(unit)
-        case .index, .streamPadding:
+        case .index, .streamPadding, .blockBody:
             break
         }
         pendingCount = 0
@@ -230,6 +288,39 @@ public final class XzDecoder: ForwardingSink {
         try next.write(bytes)
     }
 
+    // MARK: Sized blocks
+
+    /// A sized block is whole: it joins the queue (the index learns its declared sizes,
+    /// which decoding checks). Past `decoders − 1` queued blocks this thread decodes too,
+    /// so every decoder is busy while no more than `decoders` blocks' output is held.
+    private func queue(_ job: XzBlockJob) throws {
+        blocks.add(unpadded: job.unpaddedSize, uncompressed: job.header.uncompressedSize ?? 0)
+        gathering = nil
+        phase = .blockStart
+        try pool.submit(job)
+        try emitFinished(keeping: decoders - 1)
+    }
+
+    /// Hands on the finished blocks at the head of the queue, in order, until at most
+    /// `limit` are left (decoding one here, or waiting, while more are).
+    private func emitFinished(keeping limit: Int) throws {
+        while true {
+            while let job = pool.takeFinishedHead() { try emit(job) }
+            guard pool.count > limit else { return }
+            pool.progress(using: helper)
+        }
+    }
+
+    /// Every queued block handed on (or the first one's failure thrown).
+    private func drain() throws { try emitFinished(keeping: 0) }
+
+    private func emit(_ job: XzBlockJob) throws {
+        if let failure = job.failure { throw failure }
+        guard let output = job.output, !output.isEmpty else { return }
+        outputOffset &+= UInt64(output.count)
+        try next.write(UnsafeRawBufferPointer(output))
+    }
+
     private func endBlock(storedCheck: UnsafeRawBufferPointer) throws {
         let block = currentBlock
         guard storedCheck.elementsEqual(block.check.finalBytes()) else {
@@ -266,6 +357,9 @@ public final class XzDecoder: ForwardingSink {
     }
 
     public func finish() throws {
+        defer { pool.shutdown() }
+        // A queued block's failure comes before anything found at the end.
+        try drain()
         guard phase == .streamPadding else {
             let where_: String
             switch phase {
@@ -273,7 +367,7 @@ public final class XzDecoder: ForwardingSink {
                 throw SluiceError.corruptData(format: "xz", offset: 0, reason: "no xz data at all (empty input)")
             case .streamHeader: where_ = "inside a stream header"
             case .blockStart, .blockHeader: where_ = "inside a block header"
-            case .chunk, .blockPadding: where_ = "inside compressed data (truncated block)"
+            case .chunk, .blockPadding, .blockBody: where_ = "inside compressed data (truncated block)"
             case .check: where_ = "inside a block's check"
             case .index: where_ = "inside the index"
             case .streamFooter: where_ = "inside a stream footer"
@@ -289,8 +383,17 @@ public final class XzDecoder: ForwardingSink {
 
     // MARK: State
 
+    /// Finished blocks go on before the state is taken (fewer bytes in the checkpoint); the
+    /// queue is kept to `decoders − 1` blocks, as after every block read.
+    public func barrier(_ cut: Cut) throws {
+        try emitFinished(keeping: decoders - 1)
+        cut.record(snapshot())
+        try next.barrier(cut)
+    }
+
     public func snapshot() -> XzState {
-        XzState(
+        let queued = pool.jobs.map { XzRawBlock(offset: $0.offset, bytes: $0.bytes) }
+        return XzState(
             version: XzState.currentVersion, phase: phase, inputOffset: inputOffset, outputOffset: outputOffset,
             pending: Data(pending.prefix(pendingCount)), streamsDone: streamsDone, paddingRun: paddingRun,
             streamFlags: streamFlags, blocks: blocks, index: phase == .index || phase == .streamFooter ? index : nil,
@@ -298,7 +401,8 @@ public final class XzDecoder: ForwardingSink {
                 XzBlockState(
                     header: b.headerBytes, compressedSize: b.compressedSize, uncompressedSize: b.uncompressedSize,
                     check: b.check.snapshot(), lzma: b.lzma2.snapshot(), filters: b.filters.snapshot())
-            })
+            },
+            queued: queued.isEmpty ? nil : queued, gathering: gathering.map { XzRawBlock(offset: $0.offset, bytes: $0.bytes) })
     }
 
     private func restore(_ s: XzState) throws {
@@ -348,13 +452,59 @@ public final class XzDecoder: ForwardingSink {
         guard s.pending.count < Self.largestUnit else { throw XzStateError("too many gathered bytes") }
         pending.copyBytes(from: s.pending)
         pendingCount = s.pending.count
-        if phase == .index || phase == .streamPadding {
+        if phase == .index || phase == .streamPadding || phase == .blockBody {
             guard pendingCount == 0 else { throw XzStateError("gathered bytes in a phase that gathers none") }
         } else {
             if phase == .blockHeader { guard pendingCount >= 1, pending[0] != 0 else { throw XzStateError("a block header without its size byte") } }
             guard pendingCount < (try unitSize()) else {
                 throw XzStateError("the gathered unit is complete, or longer than its phase allows")
             }
+        }
+        try restoreSizedBlocks(s)
+    }
+
+    /// The queued blocks must follow each other up to the one being gathered (or the
+    /// unit in progress); each is parsed again and queued for decoding.
+    private func restoreSizedBlocks(_ s: XzState) throws {
+        let queued = s.queued ?? []
+        guard queued.count <= Self.mostQueued else { throw XzStateError("more than \(Self.mostQueued) queued blocks") }
+        guard queued.isEmpty || [.blockStart, .blockHeader, .blockBody].contains(phase) else {
+            throw XzStateError("queued blocks outside a stream's blocks")
+        }
+        guard (phase == .blockBody) == (s.gathering != nil) else { throw XzStateError("a gathered block where none is gathered, or missing") }
+        var jobs: [XzBlockJob] = []
+        for (n, saved) in queued.enumerated() {
+            let number = blocks.count &- UInt64(queued.count) &+ UInt64(n) &+ 1
+            jobs.append(try restoredJob(saved, whole: true, number: number))
+        }
+        if let saved = s.gathering { gathering = try restoredJob(saved, whole: false, number: blocks.count &+ 1) }
+        // The blocks end where the input stands, less the unit in progress.
+        let (stands, below) = inputOffset.subtractingReportingOverflow(UInt64(pendingCount))
+        guard !below else { throw XzStateError("more gathered bytes than input") }
+        let chain = jobs + (gathering.map { [$0] } ?? [])
+        var end = chain.first?.offset ?? stands
+        for job in chain {
+            guard job.offset == end else { throw XzStateError("the queued blocks do not follow each other") }
+            let (next, overflow) = end.addingReportingOverflow(UInt64(job.gathered))
+            guard !overflow else { throw XzStateError("a queued block's offset is out of range") }
+            end = next
+        }
+        guard end == stands else { throw XzStateError("the queued blocks do not end where the input stands") }
+        for job in jobs { try pool.submit(job) }
+    }
+
+    private func restoredJob(_ saved: XzRawBlock, whole: Bool, number: UInt64) throws -> XzBlockJob {
+        try saved.bytes.withUnsafeBytes { raw in
+            guard raw.count >= 8, raw[0] != 0, raw.count >= (Int(raw[0]) + 1) * 4 else { throw XzStateError("a queued block's header is malformed") }
+            let headerBytes = UnsafeRawBufferPointer(rebasing: raw[0..<((Int(raw[0]) + 1) * 4)])
+            let header = try XzBlockHeader(headerBytes, memoryLimit: memoryLimit)
+            guard XzBlockJob.qualifies(header) else { throw XzStateError("a queued block does not declare both sizes") }
+            let job = XzBlockJob(
+                offset: saved.offset, headerBytes: headerBytes, header: header, checkKind: checkKind,
+                blockNumber: number, streamNumber: streamsDone &+ 1)
+            job.gather(UnsafeRawBufferPointer(rebasing: raw[headerBytes.count...]))
+            guard job.gathered == raw.count, job.isGathered == whole else { throw XzStateError("a queued block has the wrong length") }
+            return job
         }
     }
 }
@@ -368,7 +518,18 @@ extension StageKind {
         "unxz", options: [.size("memlimit", "largest dictionary accepted (default 256MiB)", in: 1...(1 << 40))],
         summary: "transform: .xz decompression (LZMA2, delta, x86, ARM64; CRC32/CRC64/SHA-256 checked)",
         cost: { _ in StageCost(nsPerByte: 60, expansion: 3.5) }, state: XzState.self
-    ) { spec, next, _, saved in
-        try XzDecoder(next: next, memoryLimit: spec.option("memlimit").flatMap(UInt64.init) ?? (256 << 20), restoring: saved)
+    ) { spec, next, context, saved in
+        try XzDecoder(
+            next: next, memoryLimit: spec.option("memlimit").flatMap(UInt64.init) ?? (256 << 20),
+            decoders: XzDecoder.decoderThreads(context.options), restoring: saved)
+    }
+}
+
+extension XzDecoder {
+    /// Threads for sized blocks: one per core (the stage's own thread is one of them, so the
+    /// process keeps no more decoding threads busy than cores), at most four; one when the
+    /// pipeline runs on a single thread.
+    static func decoderThreads(_ options: PipelineOptions, cores: Int = ProcessInfo.processInfo.activeProcessorCount) -> Int {
+        options.threaded ? min(max(cores, 1), 4) : 1
     }
 }

@@ -44,9 +44,9 @@ public final class ZstdDecoder: ForwardingSink {
             do {
                 try restore(state)
             } catch let error as ZstdFormatError {
-                throw SluiceError.checkpointRefused(path: "", reason: "its unzstd state is unusable: \(error.reason)")
+                throw StateRejected("its unzstd state is unusable: \(error.reason)")
             } catch let limit as DecoderLimitExceeded {
-                throw SluiceError.checkpointRefused(path: "", reason: "its unzstd state is unusable: \(limit.refusal)")
+                throw StateRejected("its unzstd state is unusable: \(limit.refusal)")
             }
         }
     }

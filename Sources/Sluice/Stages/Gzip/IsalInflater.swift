@@ -38,20 +38,17 @@ final class IsalInflater: DeflateEngine {
     convenience init(restoring saved: IsalInflateState, memberLength: UInt64) throws {
         try self.init()
         guard saved.layout == Self.layout else {
-            throw SluiceError.checkpointRefused(
-                path: "(gunzip stage)",
-                reason: "its ISA-L inflate state comes from \(saved.layout), this build links \(Self.layout)")
+            throw StateRejected("its ISA-L inflate state comes from \(saved.layout), this build links \(Self.layout)")
         }
         guard saved.blob.count == MemoryLayout<inflate_state>.size else {
-            throw SluiceError.checkpointRefused(
-                path: "(gunzip stage)", reason: "its ISA-L inflate state has \(saved.blob.count) bytes, not \(MemoryLayout<inflate_state>.size)")
+            throw StateRejected("its ISA-L inflate state has \(saved.blob.count) bytes, not \(MemoryLayout<inflate_state>.size)")
         }
         saved.blob.withUnsafeBytes { blob in
             UnsafeMutableRawBufferPointer(start: UnsafeMutableRawPointer(state), count: blob.count).copyMemory(from: blob)
         }
         clearPointers()
         if let problem = IsalStateCheck.problem(in: state, memberLength: memberLength) {
-            throw SluiceError.checkpointRefused(path: "(gunzip stage)", reason: "its ISA-L inflate state is damaged (\(problem))")
+            throw StateRejected("its ISA-L inflate state is damaged (\(problem))")
         }
     }
 

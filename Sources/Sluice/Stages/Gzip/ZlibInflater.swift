@@ -28,7 +28,7 @@ final class ZlibInflater: DeflateEngine {
     convenience init(restoring state: ZlibRestartPoint) throws {
         try self.init(tracksBoundaries: true)
         guard (0...7).contains(state.bits), state.window.count <= 32768 else {
-            throw SluiceError.checkpointRefused(path: "(gunzip stage)", reason: "the zlib inflate state is malformed")
+            throw StateRejected("the zlib inflate state is malformed")
         }
         if state.bits > 0 {
             inflatePrime(&stream, Int32(state.bits), Int32(state.bitValue >> (8 - state.bits)))
@@ -38,7 +38,7 @@ final class ZlibInflater: DeflateEngine {
                 inflateSetDictionary(&stream, $0.bindMemory(to: Bytef.self).baseAddress, uInt($0.count))
             }
             guard rc == Z_OK else {
-                throw SluiceError.checkpointRefused(path: "(gunzip stage)", reason: "zlib refused the saved window")
+                throw StateRejected("zlib refused the saved window")
             }
         }
         boundaryBits = state.bits
@@ -49,7 +49,7 @@ final class ZlibInflater: DeflateEngine {
         let suppressed = DiscardingOutput()
         let replayed = try state.replay.withUnsafeBytes { try inflate($0, into: suppressed) }
         guard replayed == .needsInput(consumed: state.replay.count), suppressed.count == state.replayOutput else {
-            throw SluiceError.checkpointRefused(path: "(gunzip stage)", reason: "replaying the saved compressed bytes did not reproduce the recorded state")
+            throw StateRejected("replaying the saved compressed bytes did not reproduce the recorded state")
         }
     }
 

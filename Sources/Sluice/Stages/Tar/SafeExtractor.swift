@@ -20,7 +20,9 @@ final class SafeExtractor {
     /// Parent directories opened recently (O_PATH), keyed by their path: most files land
     /// in a directory just used. Valid because a directory is only ever replaced after
     /// we removed it, which empties the cache.
-    private var parents: [[UInt8]: Int32] = [:]
+    private var parents: [DirectoryKey: Int32] = [:]
+    /// The last parent looked up: consecutive members mostly share it.
+    private var lastParent: (key: DirectoryKey, fd: Int32)?
 
     init(root: Int32, rootPath: String) {
         self.root = root
@@ -38,6 +40,7 @@ final class SafeExtractor {
     private func dropCache() {
         for fd in parents.values { close(fd) }
         parents.removeAll(keepingCapacity: true)
+        lastParent = nil
     }
 
     // MARK: members
@@ -91,7 +94,7 @@ final class SafeExtractor {
         if path == target { return }  // linking a name to itself changes nothing
         let targetParent: Int32
         do {
-            targetParent = try parentDirectory(Array(target.components.dropLast()), create: false)
+            targetParent = try parentDirectory(target.components.dropLast(), create: false)
         } catch .missing {
             throw .refused("is a hard link to \(TarName.display(target.joined)), which has not been extracted")
         }
@@ -167,27 +170,32 @@ final class SafeExtractor {
 
     private func parentAndLeaf(_ path: MemberPath, create: Bool = true) throws(ExtractError) -> (Int32, [UInt8]) {
         guard let leaf = path.components.last else { throw .refused("would replace the destination directory itself") }
-        return (try parentDirectory(Array(path.components.dropLast()), create: create), leaf)
+        return (try parentDirectory(path.components.dropLast(), create: create), leaf)
     }
 
     /// The directory holding a member, opened beneath the root without following
     /// symlinks; missing ones are created (archives need not list every directory).
-    private func parentDirectory(_ components: [[UInt8]], create: Bool) throws(ExtractError) -> Int32 {
+    private func parentDirectory(_ components: ArraySlice<[UInt8]>, create: Bool) throws(ExtractError) -> Int32 {
         if components.isEmpty { return root }
-        let key = MemberPath(components: components).joined
-        if let fd = parents[key] { return fd }
+        let key = DirectoryKey(components)
+        if let last = lastParent, last.key == key { return last.fd }
+        if let fd = parents[key] {
+            lastParent = (key, fd)
+            return fd
+        }
         var fd: Int32 = -1
         if hasOpenat2 {
-            fd = Self.withCString(key) {
+            fd = Self.withCString(key.bytes) {
                 sluice_openat2(
                     root, $0, UInt64(O_PATH | O_DIRECTORY | O_CLOEXEC), 0,
                     UInt64(SLUICE_RESOLVE_BENEATH | SLUICE_RESOLVE_NO_SYMLINKS))
             }
             if fd < 0 && errno == ENOSYS { hasOpenat2 = false }
-            if fd < 0 && errno != ENOENT && errno != ENOSYS { throw blocked(components) }
+            if fd < 0 && errno != ENOENT && errno != ENOSYS { throw blocked(Array(components)) }
         }
-        if fd < 0 { fd = try walk(components, create: create) }
+        if fd < 0 { fd = try walk(Array(components), create: create) }
         parents[key] = fd
+        lastParent = (key, fd)
         return fd
     }
 
@@ -277,6 +285,25 @@ final class SafeExtractor {
             if let value = UInt32(line.dropFirst(6).trimmingCharacters(in: " \t"), radix: 8) { return value & 0o777 }
         }
         return 0o022
+    }
+}
+
+/// A directory's path (`a/b/c`) as a dictionary key, hashed as one run of bytes.
+private struct DirectoryKey: Hashable {
+    let bytes: [UInt8]
+
+    init(_ components: ArraySlice<[UInt8]>) {
+        var out: [UInt8] = []
+        out.reserveCapacity(components.reduce(0) { $0 + $1.count + 1 })
+        for c in components {
+            if !out.isEmpty { out.append(UInt8(ascii: "/")) }
+            out += c
+        }
+        bytes = out
+    }
+
+    func hash(into hasher: inout Hasher) {
+        bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
     }
 }
 

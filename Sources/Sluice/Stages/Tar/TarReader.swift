@@ -161,9 +161,10 @@ struct TarReader {
             path: header.name, linkTarget: header.linkName, kind: header.kind,
             mode: header.mode, mtime: TarTime(seconds: header.mtime, nanoseconds: 0),
             size: header.size, index: state.members, offset: offset)
+        let noPax = state.pax.isEmpty && state.globalPax.isEmpty
         func value(_ key: String) -> [UInt8]? {
             // An empty value in an `x` header cancels the global one: the header's field applies.
-            guard let v = state.pax[key] ?? state.globalPax[key], !v.bytes.isEmpty else { return nil }
+            guard !noPax, let v = state.pax[key] ?? state.globalPax[key], !v.bytes.isEmpty else { return nil }
             return v.bytes
         }
         // Precedence: this member's `x` record, then a GNU long name, then a `g` record, then the header.
@@ -189,7 +190,7 @@ struct TarReader {
         }
         // v7 and old GNU archives mark directories only by the trailing slash.
         if entry.kind == .regular, header.typeflag == 0, entry.path.last == UInt8(ascii: "/") { entry.kind = .directory }
-        state.pax.removeAll()
+        if !state.pax.isEmpty { state.pax.removeAll() }
         state.longName = nil
         state.longLink = nil
         state.members += 1
@@ -339,6 +340,23 @@ public struct TarReaderState: Codable, Sendable, Equatable {
             if !pending.isEmpty { throw refuse("bytes pending after the end") }
         }
         if padding >= 512 { throw refuse("padding of \(padding) bytes") }
+        // Headers and data start on 512-byte boundaries of the stream, and the padding
+        // after data ends on one: the offset must agree with the phase's counts.
+        let (dataEnd, overflow) = offset.addingReportingOverflow(phase == .padding ? UInt64(padding) : remaining)
+        if overflow { throw refuse("offset \(offset) and \(remaining) bytes to come overflow") }
+        switch phase {
+        case .header, .endMarker:
+            if offset % 512 != UInt64(pending.count) { throw refuse("a header's \(pending.count) bytes do not end at offset \(offset)") }
+        case .extended, .member:
+            if phase == .extended, UInt64(pending.count) > offset || (offset - UInt64(pending.count)) % 512 != 0 {
+                throw refuse("an extended header's \(pending.count) bytes do not end at offset \(offset)")
+            }
+            if padding != TarReader.padding(after: dataEnd) { throw refuse("padding of \(padding) bytes after data ending at \(dataEnd)") }
+        case .padding:
+            if dataEnd % 512 != 0 { throw refuse("padding of \(padding) bytes from offset \(offset)") }
+        case .end:
+            if offset < 1024 { throw refuse("the end of the archive at offset \(offset)") }
+        }
         if members > TarReader.maxMembers { throw refuse("too many members") }
         let allowed: Set<String> = ["path", "linkpath", "size", "mtime", Self.sparseKey]
         for (key, value) in pax.merging(globalPax, uniquingKeysWith: { a, _ in a }) {
@@ -430,16 +448,16 @@ struct TarHeader {
         guard let stored = TarNumber.parse(field(148, 8)) else {
             throw TarError.corrupt(offset: offset, reason: "a header's checksum field is not a number (not a tar archive, or damaged)")
         }
+        // The checksum field counts as eight spaces. Some old writers summed signed bytes.
         var unsigned: Int64 = 8 * 32
-        var signed: Int64 = 8 * 32
-        for i in 0..<512 where i < 148 || i >= 156 {
-            unsigned += Int64(block[i])
-            signed += Int64(Int8(bitPattern: block[i]))
-        }
-        guard stored == unsigned || stored == signed else {
+        for i in 0..<512 { unsigned += Int64(block[i]) }
+        for i in 148..<156 { unsigned -= Int64(block[i]) }
+        guard stored == unsigned || stored == Self.signedChecksum(block) else {
             throw TarError.corrupt(offset: offset, reason: "header checksum mismatch (stored \(stored), computed \(unsigned))")
         }
-        let isPOSIX = field(257, 6).elementsEqual("ustar\0".utf8)
+        let isPOSIX =
+            block[257] == UInt8(ascii: "u") && block[258] == UInt8(ascii: "s") && block[259] == UInt8(ascii: "t")
+            && block[260] == UInt8(ascii: "a") && block[261] == UInt8(ascii: "r") && block[262] == 0
         var name = TarName.cString(field(0, 100))
         if isPOSIX {
             let prefix = TarName.cString(field(345, 155))
@@ -471,6 +489,12 @@ struct TarHeader {
         }
         // GNU dumpdir ('D') data lists the directory's contents: skipped, never interpreted.
         if typeflag == UInt8(ascii: "D") { kind = .skipped(typeflag) }
+    }
+
+    private static func signedChecksum(_ block: UnsafeRawBufferPointer) -> Int64 {
+        var signed: Int64 = 8 * 32
+        for i in 0..<512 where i < 148 || i >= 156 { signed += Int64(Int8(bitPattern: block[i])) }
+        return signed
     }
 }
 

@@ -9,6 +9,9 @@ final class Lzma2Decoder {
     private var window = cxz_window()
     private var needDictionaryReset = true
     private var needProperties = true
+    /// Decoding a whole block into one buffer (`startWholeBlock`): the most output it may
+    /// hold, so the window never slides away output not yet handed over.
+    private var wholeBlockSize: Int?
 
     init() {
         model = .allocate(capacity: 1)
@@ -31,6 +34,28 @@ final class Lzma2Decoder {
         window.history = 0
         needDictionaryReset = true
         needProperties = true
+    }
+
+    /// Starts a block that is decoded whole into one buffer of `size` bytes, which the
+    /// window itself is (no copy, no slide); `takeOutput()` hands it over. False when the
+    /// memory is not there.
+    func startWholeBlock(dictionarySize: UInt64, size: Int) -> Bool {
+        cxz_window_free(&window)
+        startBlock(dictionarySize: dictionarySize)
+        window.max_cap = size + Int(CXZ_OUTPUT_SLACK)
+        wholeBlockSize = size
+        return cxz_window_reserve(&window, size) == CXZ_OK
+    }
+
+    /// The whole block's output (malloc'd, the caller frees it) and its length.
+    func takeOutput() -> (bytes: UnsafeMutablePointer<UInt8>?, count: Int) {
+        let output = (window.buf, window.pos)
+        window.buf = nil
+        window.cap = 0
+        window.pos = 0
+        window.history = 0
+        wholeBlockSize = nil
+        return output
     }
 
     /// Bytes of a chunk's header given its control byte (0: the end of LZMA2 data).
@@ -57,13 +82,17 @@ final class Lzma2Decoder {
         let dictionaryReset = control == 0x01 || control >= 0xE0
         if dictionaryReset {
             window.history = 0
-            window.pos = 0
+            // A whole block keeps its earlier output; matches cannot reach it (history is 0).
+            if wholeBlockSize == nil { window.pos = 0 }
             needDictionaryReset = false
             needProperties = true
         } else if needDictionaryReset {
             throw XzFormatError("the first LZMA2 chunk does not reset the dictionary")
         }
         let outputSize = control >= 0x80 ? (Int(control & 0x1F) << 16 | Int(chunk[1]) << 8 | Int(chunk[2])) + 1 : payload.count
+        if let wholeBlockSize, window.pos + outputSize > wholeBlockSize {
+            throw XzFormatError("the block decodes to more than its header's uncompressed size \(wholeBlockSize)")
+        }
         guard cxz_window_reserve(&window, outputSize) == CXZ_OK else {
             throw XzFormatError("out of memory for the \(xzSize(UInt64(window.dict_size))) dictionary")
         }

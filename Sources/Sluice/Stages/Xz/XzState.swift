@@ -11,6 +11,8 @@ public struct XzState: StageStateValue {
 
     public enum Phase: String, Codable, Sendable, CaseIterable {
         case streamHeader, blockStart, blockHeader, chunk, blockPadding, check, index, streamFooter, streamPadding
+        /// Gathering a block whose header declares its sizes, to decode it whole (`gathering`).
+        case blockBody
     }
 
     public var version: Int
@@ -27,6 +29,11 @@ public struct XzState: StageStateValue {
     public var blocks: XzRecordSummary
     public var index: XzIndexParser?
     public var block: XzBlockState?
+    /// Whole blocks read but whose output has not gone on yet, in input order (decoded again
+    /// on restore); absent when there are none.
+    public var queued: [XzRawBlock]?
+    /// In `blockBody`: the block being gathered, its bytes so far.
+    public var gathering: XzRawBlock?
 
     public var position: StagePosition { StagePosition(input: inputOffset, output: outputOffset) }
 }
@@ -39,4 +46,14 @@ public struct XzBlockState: Codable, Sendable, Equatable {
     var check: XzCheckState
     var lzma: LzmaState
     var filters: [XzFilterState]
+}
+
+/// Raw bytes of queued blocks in a checkpoint (stored as appendix blobs, see `XzRawBlock`).
+public typealias XzRawBytes = Data
+
+/// A block of sized blocks' path in a checkpoint: where it began in the input, and its
+/// bytes from the block header on (through the check when whole).
+public struct XzRawBlock: Codable, Sendable, Equatable {
+    var offset: UInt64
+    @CheckpointBlob var bytes: XzRawBytes
 }

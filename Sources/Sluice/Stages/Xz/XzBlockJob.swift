@@ -1,0 +1,155 @@
+import CXz
+import Foundation
+
+/// A block whose header declares both its sizes (as `xz -T` writes them), read whole so
+/// that any thread can decode it on its own: blocks are independent. Its raw bytes run
+/// from the block header through the check; the output is the whole block, handed on at once.
+final class XzBlockJob: @unchecked Sendable {
+    /// Blocks larger than this (either size) are decoded sequentially, so memory stays bounded.
+    static let largestBlock: UInt64 = 64 << 20
+
+    /// Input offset of the block header.
+    let offset: UInt64
+    let header: XzBlockHeader
+    let checkKind: XzCheck.Kind
+    /// For messages: the block's number in its stream, and the stream's.
+    let blockNumber: UInt64
+    let streamNumber: UInt64
+    /// The block's bytes, then CXZ_INPUT_SLACK bytes the LZMA decoder may read past them.
+    private let raw: UnsafeMutableRawBufferPointer
+    /// Bytes of the block: header, compressed data, padding, check.
+    let count: Int
+    /// Bytes gathered so far (the stage's thread only, until the job is queued).
+    private(set) var gathered = 0
+
+    // Written by the thread that decodes the job, read by the stage's thread once
+    // `XzBlockPool` has marked it done (under the pool's lock).
+    private(set) var output: UnsafeMutableRawBufferPointer?
+    private(set) var failure: SluiceError?
+
+    /// Whether a header qualifies: both sizes declared, neither too large.
+    static func qualifies(_ header: XzBlockHeader) -> Bool {
+        guard let compressed = header.compressedSize, let uncompressed = header.uncompressedSize else { return false }
+        return compressed <= largestBlock && uncompressed <= largestBlock
+    }
+
+    /// `headerBytes`: the whole block header, which `header` parses and must qualify.
+    init(
+        offset: UInt64, headerBytes: UnsafeRawBufferPointer, header: XzBlockHeader, checkKind: XzCheck.Kind,
+        blockNumber: UInt64, streamNumber: UInt64
+    ) {
+        self.offset = offset
+        self.header = header
+        self.checkKind = checkKind
+        self.blockNumber = blockNumber
+        self.streamNumber = streamNumber
+        let compressed = Int(header.compressedSize ?? 0)
+        count = header.size + compressed + (4 - compressed % 4) % 4 + checkKind.size
+        raw = .allocate(byteCount: count + Int(CXZ_INPUT_SLACK), alignment: 16)
+        UnsafeMutableRawBufferPointer(rebasing: raw[count...]).initializeMemory(as: UInt8.self, repeating: 0)
+        gather(headerBytes)
+    }
+
+    deinit {
+        raw.deallocate()
+        free(output?.baseAddress)
+    }
+
+    var isGathered: Bool { gathered == count }
+
+    /// Takes up to the rest of the block from `input`; returns how many bytes it took.
+    @discardableResult
+    func gather(_ input: UnsafeRawBufferPointer) -> Int {
+        let take = min(count - gathered, input.count)
+        if take > 0 { (raw.baseAddress! + gathered).copyMemory(from: input.baseAddress!, byteCount: take) }
+        gathered += take
+        return take
+    }
+
+    /// The bytes gathered so far, for a checkpoint.
+    var bytes: XzRawBytes { XzRawBytes(UnsafeRawBufferPointer(rebasing: raw[0..<gathered])) }
+
+    /// What the index records of this block, from its declared sizes (decoding checks them).
+    var unpaddedSize: UInt64 { UInt64(header.size) &+ (header.compressedSize ?? 0) &+ UInt64(checkKind.size) }
+
+    // MARK: Decoding (any thread)
+
+    /// Decodes the block — chunks, filters, sizes, padding, check — and keeps the output or
+    /// the failure (with the offset of the chunk or field at fault). `stopped` is asked
+    /// between chunks, so a stop never waits for a whole block.
+    func decode(with lzma2: Lzma2Decoder, stopped: () -> Bool) {
+        var position = header.size
+        do {
+            output = try run(lzma2, stopped, at: &position)
+        } catch let error as XzFormatError {
+            failure = .corruptData(format: "xz", offset: offset &+ UInt64(position), reason: error.reason)
+        } catch {
+            failure = error as? SluiceError ?? .cancelled
+        }
+    }
+
+    private func run(_ lzma2: Lzma2Decoder, _ stopped: () -> Bool, at position: inout Int) throws -> UnsafeMutableRawBufferPointer {
+        let compressed = Int(header.compressedSize ?? 0)
+        let size = Int(header.uncompressedSize ?? 0)
+        let end = header.size + compressed
+        guard lzma2.startWholeBlock(dictionarySize: header.dictionarySize, size: size) else {
+            throw XzFormatError("out of memory for a block of \(xzSize(UInt64(size)))")
+        }
+        let filters = XzFilterChain(header.filters)
+        // With filters the window keeps LZMA's output and the filtered bytes go here.
+        let filtered: UnsafeMutableRawBufferPointer? = filters.isEmpty ? nil : UnsafeMutableRawBufferPointer(start: malloc(size + 64), count: size + 64)
+        if filtered != nil && filtered?.baseAddress == nil { throw XzFormatError("out of memory for a block of \(xzSize(UInt64(size)))") }
+        var filteredCount = 0
+        func keep(_ bytes: UnsafeRawBufferPointer) throws {
+            guard let filtered, !bytes.isEmpty else { return }
+            guard filteredCount + bytes.count <= size else {
+                throw XzFormatError("the block decodes to more than its header's uncompressed size \(size)")
+            }
+            (filtered.baseAddress! + filteredCount).copyMemory(from: bytes.baseAddress!, byteCount: bytes.count)
+            filteredCount += bytes.count
+        }
+        do {
+            while true {
+                if stopped() { throw SluiceError.cancelled }
+                guard position < end else { throw XzFormatError("the block is longer than its header's compressed size \(compressed)") }
+                let control = raw[position]
+                if control == 0 {
+                    position += 1
+                    break
+                }
+                let headerLength = try Lzma2Decoder.headerLength(control: control)
+                guard end - position >= headerLength else { throw XzFormatError("the block is longer than its header's compressed size \(compressed)") }
+                let chunkLength = headerLength + Lzma2Decoder.payloadLength(header: UnsafeRawBufferPointer(rebasing: raw[position...]))
+                guard end - position >= chunkLength else { throw XzFormatError("the block is longer than its header's compressed size \(compressed)") }
+                let produced = try lzma2.decode(chunk: UnsafeRawBufferPointer(rebasing: raw[position..<(position + chunkLength)]))
+                if filtered != nil { try keep(filters.run(produced, final: false)) }
+                position += chunkLength
+            }
+            guard position == end else { throw XzFormatError("the block is shorter than its header's compressed size \(compressed)") }
+            if filtered != nil { try keep(filters.run(UnsafeRawBufferPointer(start: nil, count: 0), final: true)) }
+        } catch {
+            free(filtered?.baseAddress)
+            throw error
+        }
+        let (window, decoded) = lzma2.takeOutput()
+        var result = UnsafeMutableRawBufferPointer(start: window, count: decoded)
+        if let filtered {
+            free(window)
+            result = UnsafeMutableRawBufferPointer(start: filtered.baseAddress, count: filteredCount)
+        }
+        // From here on `result` is the job's, freed with it.
+        output = result
+        guard result.count == size else { throw XzFormatError("the block decodes to \(result.count) bytes, its header says \(size)") }
+        let padding = (4 - compressed % 4) % 4
+        guard UnsafeRawBufferPointer(rebasing: raw[end..<(end + padding)]).allSatisfy({ $0 == 0 }) else {
+            throw XzFormatError("block padding is not zero")
+        }
+        position = end + padding
+        var check = XzCheck(checkKind)
+        check.update(UnsafeRawBufferPointer(result))
+        guard UnsafeRawBufferPointer(rebasing: raw[position..<count]).elementsEqual(check.finalBytes()) else {
+            throw XzFormatError("\(check.name) mismatch in block \(blockNumber) of stream \(streamNumber)")
+        }
+        return result
+    }
+}

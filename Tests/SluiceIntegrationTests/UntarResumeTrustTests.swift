@@ -1,0 +1,109 @@
+import Foundation
+import XCTest
+@testable import Sluice
+@testable import SluiceTestSupport
+
+/// A checkpoint edited by hand and sealed again with the user's key (so it authenticates)
+/// must not turn an untar resume into exit 0 with a wrong tree: the file being written
+/// records the member's size, and a resume requires the bytes written plus the bytes the
+/// reader still expects to make it (with the reader's block arithmetic) — else it refuses.
+final class UntarResumeTrustTests: XCTestCase {
+    private var dir = ""
+    private var tar = "", out = "", ref = ""
+
+    override func setUpWithError() throws {
+        dir = try makeMemoryTemporaryDirectory(self)
+        setenv("SLUICE_STATE_DIR", dir + "/state", 1)
+        addTeardownBlock { unsetenv("SLUICE_STATE_DIR") }
+        tar = dir + "/a.tar"
+        out = dir + "/out"
+        ref = dir + "/ref"
+        try FileManager.default.createDirectory(atPath: dir + "/src/sub", withIntermediateDirectories: true)
+        // The big file first: the run is stopped in the middle of its data.
+        try Data(makeTestData(count: 3 << 20, seed: 21)).write(to: URL(fileURLWithPath: dir + "/src/big"))
+        try Data(makeTestData(count: 5000, seed: 22)).write(to: URL(fileURLWithPath: dir + "/src/sub/small"))
+        XCTAssertEqual(try shell("tar -cf \(tar) -C \(dir)/src big sub && mkdir \(ref) && tar -xf \(tar) -C \(ref)").status, 0)
+    }
+
+    private var spec: String { "read \(tar) | untar \(out)" }
+
+    /// Stops the run in-process at its first progress event (in the source's first write):
+    /// the final barrier records the untar stage inside `big`.
+    private func interruptedRun() throws -> Checkpoint {
+        var options = PipelineOptions()
+        options.checkpointInterval = 64 << 10
+        let box = StopBox()
+        options.progress = { event in
+            if case .progress = event { box.stop() }
+        }
+        let pipeline = try Pipeline(spec, options: options)
+        box.pipeline = pipeline
+        XCTAssertThrowsError(try pipeline.run()) { XCTAssertEqual($0 as? SluiceError, .cancelled) }
+        let checkpoint = try XCTUnwrap(try CheckpointStore(path: out + ".sluice").load())
+        let state = try XCTUnwrap(checkpoint.stages.lazy.compactMap { $0.as(UntarState.self) }.first)
+        let current = try XCTUnwrap(state.current, "the run stopped outside big's data")
+        XCTAssertGreaterThan(current.written, 0)
+        XCTAssertEqual(current.size, 3 << 20)
+        return checkpoint
+    }
+
+    private func assertTreeIsComplete(file: StaticString = #filePath, line: UInt = #line) {
+        XCTAssertEqual(treeDifferences(treeSnapshot(ref), treeSnapshot(out)), [], file: file, line: line)
+    }
+
+    /// The case: `written` set to 0 made the resume cut the file to nothing and
+    /// append the rest — exit 0 with a short file.
+    func testForgedWrittenZeroIsRefused() throws {
+        var checkpoint = try interruptedRun()
+        XCTAssertNotNil(CheckpointMutator.setUntarWritten(&checkpoint, to: 0))
+        try CheckpointStore(path: out + ".sluice").save(checkpoint)
+        let result = try SluiceBinary.run(["-q", spec])
+        XCTAssertEqual(result.status, 2, result.stderr)
+        XCTAssertTrue(result.stderr.contains("do not make the member's size"), result.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: out))
+        // The untouched checkpoint still resumes (nothing was changed by the refusal).
+        let pristine = try interruptedRunAgain()
+        try CheckpointStore(path: out + ".sluice").save(pristine)
+        let resumed = try SluiceBinary.run(["-q", spec])
+        XCTAssertEqual(resumed.status, 0, resumed.stderr)
+        assertTreeIsComplete()
+    }
+
+    /// Edits of the position fields, one at a time: refused, or the exact tree — never exit 0
+    /// with another tree, never a crash.
+    func testEditedPositionsNeverGiveAWrongTree() throws {
+        var rng = SeededRandom(seed: 31)
+        let pristine = try interruptedRun()
+        let partial = dir + "/partial-copy"
+        XCTAssertEqual(try shell("cp -a \(out).sluice-part \(partial)").status, 0)
+        var refused = 0
+        for _ in 0..<24 {
+            var checkpoint = pristine
+            let what = try XCTUnwrap(CheckpointMutator.mutateUntarPosition(&checkpoint, rng: &rng))
+            XCTAssertEqual(try shell("rm -rf \(out) \(out).sluice-part && cp -a \(partial) \(out).sluice-part").status, 0)
+            try CheckpointStore(path: out + ".sluice").save(checkpoint)
+            let result = try SluiceBinary.run(["-q", spec])
+            XCTAssertFalse(result.signalled, "\(what): killed by signal \(result.status)")
+            XCTAssertTrue([0, 2, 5].contains(result.status), "\(what): exit \(result.status): \(result.stderr)")
+            if result.status == 0 {
+                assertTreeIsComplete()
+            } else {
+                refused += 1
+            }
+        }
+        XCTAssertGreaterThan(refused, 12, "most position edits contradict the rest of the state")
+    }
+
+    private func interruptedRunAgain() throws -> Checkpoint {
+        XCTAssertEqual(try shell("rm -rf \(out) \(out).sluice \(out).sluice-part").status, 0)
+        return try interruptedRun()
+    }
+}
+
+private final class StopBox: @unchecked Sendable {
+    var pipeline: Pipeline?
+
+    func stop() {
+        pipeline?.cancel()
+    }
+}

@@ -1,0 +1,282 @@
+import Foundation
+import XCTest
+@testable import Sluice
+@testable import SluiceTestSupport
+
+/// unxz on blocks that declare their sizes (`xz -T2`), decoded on several threads: the
+/// same output as `xz -dc`, in order; exact resume from any cut with blocks still queued;
+/// damage reported at its block with nothing of later blocks handed on first.
+final class XzParallelTests: XCTestCase {
+    /// Decodes `xz` in writes of `chunk` bytes with `decoders` threads.
+    static func decode(_ xz: [UInt8], chunk: Int = 65536, decoders: Int = 2, into sink: MemorySink = MemorySink()) throws -> [UInt8] {
+        let decoder = try XzDecoder(next: sink, decoders: decoders)
+        try write(xz, to: decoder, chunk: chunk)
+        try decoder.finish()
+        XCTAssertTrue(sink.finished)
+        return sink.bytes
+    }
+
+    private func assertMatchesXz(_ xz: [UInt8], _ label: String, dir: String, chunks: [Int] = [7, 1 << 20], decoders: [Int] = [2, 3]) throws {
+        let reference = try XCTUnwrap(try XzTool.decompress(xz, dir: dir), "xz -dc refuses \(label)")
+        for chunk in chunks {
+            for count in decoders {
+                let output = try Self.decode(xz, chunk: chunk, decoders: count)
+                XCTAssertTrue(output == reference, "\(label), \(chunk)-byte writes, \(count) threads: \(output.count) bytes, xz gives \(reference.count)")
+            }
+        }
+    }
+
+    /// `xz -T2 OPTIONS`: blocks with both sizes in their headers.
+    static func multiBlock(_ plain: [UInt8], _ options: String, dir: String) throws -> [UInt8] {
+        try XzTool.compress(plain, options: "-T2 " + options, dir: dir)
+    }
+
+    func testMultiBlockFilesMatchXz() throws {
+        let dir = try makeTemporaryDirectory(self)
+        let plain = makeTestData(count: 300_000, seed: 41)
+        for option in [
+            "--block-size=5000 -0", "--block-size=1000 --check=crc32 -1", "--block-size=64KiB --check=sha256",
+            "--block-size=100000 --check=none", "--x86 --lzma2=preset=1 --block-size=70000", "--arm64 --lzma2 --block-size=50000",
+            "--delta=dist=3 --lzma2=preset=0 --block-size=40000", "-6",
+        ] {
+            try assertMatchesXz(try Self.multiBlock(plain, option, dir: dir), option, dir: dir)
+        }
+    }
+
+    /// Blocks of several LZMA2 chunks (a chunk is at most 2 MiB of output), larger than a relay buffer.
+    func testBlocksOfManyChunks() throws {
+        let dir = try makeTemporaryDirectory(self)
+        let plain = makeTestData(count: 5_000_000, seed: 42)
+        try assertMatchesXz(try Self.multiBlock(plain, "-0 --block-size=2500000", dir: dir), "2.5 MB blocks", dir: dir, chunks: [1 << 20])
+    }
+
+    /// Streams with and without sizes in their block headers, concatenated with padding.
+    func testMixedStreamsAndPadding() throws {
+        let dir = try makeTemporaryDirectory(self)
+        let sized = try Self.multiBlock(makeTestData(count: 90_000, seed: 43), "--block-size=20000 --check=sha256", dir: dir)
+        let unsized = try XzTool.compress(makeTestData(count: 70_000, seed: 44), options: "--block-size=30000 -1", dir: dir)
+        let single = try XzTool.compress(makeTestData(count: 40_000, seed: 45), options: "-3 --check=crc32", dir: dir)
+        let empty = try XzTool.compress([], options: "", dir: dir)
+        let zeros = [UInt8](repeating: 0, count: 8)
+        try assertMatchesXz(sized + unsized + sized, "sized, unsized, sized", dir: dir, chunks: [3, 4096, 1 << 20])
+        try assertMatchesXz(unsized + zeros + sized + empty + zeros + single + sized + zeros, "padded streams", dir: dir, chunks: [5, 1 << 20])
+    }
+
+    // MARK: Resume
+
+    private static func state(of checkpoint: Checkpoint) throws -> XzState {
+        try XCTUnwrap(checkpoint.stages.first?.as(XzState.self))
+    }
+
+    /// Writes `bytes` in pieces whose sizes `random` picks (often small).
+    private static func feed(_ sink: ByteSink, _ bytes: ArraySlice<UInt8>, _ random: inout SeededRandom) throws {
+        var i = bytes.startIndex
+        while i < bytes.endIndex {
+            let size = random.next() % 3 == 0 ? 1 + Int(random.next() % 64) : 1 + Int(random.next() % 120_000)
+            let end = min(bytes.endIndex, i + size)
+            try sink.write(Array(bytes[i..<end]))
+            i = end
+        }
+    }
+
+    /// Random cuts through the barrier and the checkpoint's coder, restored with 1, 2 or 3
+    /// threads: the two halves' output joined is the original, byte for byte.
+    func testRandomCutsResumeExactly() throws {
+        let dir = try makeTemporaryDirectory(self)
+        let plain = makeTestData(count: 400_000, seed: 46)
+        let unsized = try XzTool.compress(Array(plain.prefix(50_000)), options: "--block-size=20000", dir: dir)
+        let inputs: [(String, [UInt8], [UInt8])] = [
+            ("small blocks", try Self.multiBlock(plain, "-1 --block-size=9000 --check=crc32", dir: dir), plain),
+            ("larger blocks, sha256", try Self.multiBlock(plain, "--block-size=150000 --check=sha256", dir: dir), plain),
+            ("x86", try Self.multiBlock(plain, "--x86 --lzma2=preset=0 --block-size=60000", dir: dir), plain),
+            ("mixed", try Self.multiBlock(plain, "-0 --block-size=70000", dir: dir) + [0, 0, 0, 0] + unsized, plain + Array(plain.prefix(50_000))),
+        ]
+        var random = SeededRandom(seed: 47)
+        var cuts = 0, queuedCuts = 0, gatheringCuts = 0
+        for (label, xz, expected) in inputs {
+            for _ in 0..<55 {
+                let cut = Int(random.next() % UInt64(xz.count + 1))
+                let first = MemorySink()
+                let decoder = try XzDecoder(next: first, decoders: 2)
+                try Self.feed(decoder, xz[..<cut], &random)
+                let checkpoint = try roundTripped(try takeCut(decoder, offset: cut, spec: "read x | unxz | file y"))
+                let state = try Self.state(of: checkpoint)
+                XCTAssertEqual(state.inputOffset, UInt64(cut))
+                XCTAssertEqual(state.outputOffset, UInt64(first.bytes.count), label)
+                if state.queued != nil { queuedCuts += 1 }
+                if state.gathering != nil { gatheringCuts += 1 }
+                let second = MemorySink()
+                let restored = try XzDecoder(next: second, decoders: 1 + Int(random.next() % 3), restoring: state)
+                try Self.feed(restored, xz[cut...], &random)
+                try restored.finish()
+                XCTAssertTrue(first.bytes + second.bytes == expected, "\(label): cut at \(cut) of \(xz.count) in phase \(state.phase)")
+                cuts += 1
+            }
+        }
+        XCTAssertGreaterThanOrEqual(cuts, 200)
+        XCTAssertGreaterThan(queuedCuts, 20, "cuts with blocks queued")
+        XCTAssertGreaterThan(gatheringCuts, 20, "cuts inside a gathered block")
+    }
+
+    /// A restored state with its queued blocks edited is refused, or decodes to the right
+    /// output or a corrupt-data error — never a crash, never wrong output.
+    func testEditedQueuesAreRefusedOrHarmless() throws {
+        let dir = try makeTemporaryDirectory(self)
+        let plain = makeTestData(count: 200_000, seed: 48)
+        let xz = try Self.multiBlock(plain, "-0 --block-size=30000 --check=crc64", dir: dir)
+        var random = SeededRandom(seed: 49)
+        var outcomes = [String: Int]()
+        var round = 0
+        while round < 200 {
+            let cut = xz.count / 5 + Int(random.next() % UInt64(xz.count * 3 / 5))
+            let first = MemorySink()
+            let decoder = try XzDecoder(next: first, decoders: 2)
+            try decoder.write(Array(xz[..<cut]))
+            var state = decoder.snapshot()
+            guard state.queued != nil || state.gathering != nil else { continue }
+            Self.edit(&state, round: round, random: &random)
+            round += 1
+            let outcome: String
+            do {
+                let second = MemorySink()
+                let restored = try XzDecoder(next: second, decoders: 2, restoring: state)
+                try restored.write(Array(xz[cut...]))
+                try restored.finish()
+                XCTAssertTrue(first.bytes + second.bytes == plain || state.outputOffset != UInt64(first.bytes.count), "round \(round): wrong output accepted")
+                outcome = "decoded"
+            } catch is StateRejected {
+                outcome = "refused"
+            } catch SluiceError.corruptData {
+                outcome = "corrupt"
+            }
+            outcomes[outcome, default: 0] += 1
+        }
+        XCTAssertGreaterThan(outcomes["refused", default: 0], 60, "\(outcomes)")
+    }
+
+    private static func edit(_ s: inout XzState, round: Int, random: inout SeededRandom) {
+        let big = random.next()
+        func mutate(_ block: inout XzRawBlock) {
+            switch big % 6 {
+            case 0: block.offset = block.offset &+ 1 &+ big % 100
+            case 1: block.offset = UInt64.max - big % 10
+            case 2: if !block.bytes.isEmpty { block.bytes.removeLast(1 + Int(big >> 8) % block.bytes.count) }
+            case 3: block.bytes.append(contentsOf: [0, 1, 2, 3])
+            case 4: if !block.bytes.isEmpty { block.bytes[Int(big >> 8) % block.bytes.count] ^= 0x10 }
+            default: block.bytes = Data()
+            }
+        }
+        switch round % 5 {
+        case 0: if s.queued != nil { mutate(&s.queued![Int(big >> 16) % s.queued!.count]) } else { mutate(&s.gathering!) }
+        case 1: if s.gathering != nil { mutate(&s.gathering!) } else { s.gathering = s.queued?.first }
+        case 2: s.queued = Array(repeating: s.queued?.first ?? s.gathering!, count: 1 + Int(big % 12))
+        case 3: s.phase = XzState.Phase.allCases[Int(big % UInt64(XzState.Phase.allCases.count))]
+        default:
+            s.queued = s.queued.map { Array($0.reversed()) } ?? [s.gathering!]
+        }
+    }
+
+    // MARK: Damage
+
+    /// Mutants of multi-block files: a typed corrupt-data error or the right output, and
+    /// what reached the sink is always a prefix of the original.
+    func testFuzzedMultiBlockInputsFailCleanly() throws {
+        let dir = try makeTemporaryDirectory(self)
+        var random = SeededRandom(seed: 50)
+        let plain = makeTestData(count: 12_000, seed: 51)
+        let bases = try [
+            "--check=crc32 --block-size=1500 -0", "--check=sha256 --block-size=3000 --x86 --lzma2=preset=1", "--check=none --block-size=2000",
+        ].map { try Self.multiBlock(plain, $0, dir: dir) }
+        var mutants = 0, rejected = 0
+        for base in bases {
+            for _ in 0..<400 {
+                var bytes = base
+                switch random.next() % 4 {
+                case 0: bytes[Int(random.next() % UInt64(bytes.count))] ^= UInt8(1 << (random.next() % 8))
+                case 1: bytes[Int(random.next() % UInt64(bytes.count))] = UInt8(truncatingIfNeeded: random.next())
+                case 2: bytes.removeLast(1 + Int(random.next() % UInt64(bytes.count)))
+                default: bytes.remove(at: Int(random.next() % UInt64(bytes.count)))
+                }
+                mutants += 1
+                let sink = MemorySink()
+                do {
+                    let output = try Self.decode(bytes, chunk: 1 + Int(random.next() % 5000), decoders: 2 + Int(random.next() % 2), into: sink)
+                    XCTAssertTrue(output == plain, "a mutant decoded to wrong output without an error")
+                } catch SluiceError.corruptData(format: "xz", offset: let offset, reason: _) {
+                    XCTAssertLessThanOrEqual(offset, UInt64(bytes.count))
+                    rejected += 1
+                }
+                // The check runs over a block's output before any of it goes on.
+                XCTAssertTrue(plain.starts(with: sink.bytes), "damaged output reached the sink")
+            }
+        }
+        XCTAssertGreaterThanOrEqual(mutants, 1200)
+        XCTAssertGreaterThan(rejected, mutants * 9 / 10)
+    }
+
+    /// Damage in block 4 of 8: the error names an offset inside block 4, and no byte of
+    /// blocks 4…8 reached the sink first, whichever thread decoded them.
+    func testCorruptBlockStopsAtItsOffset() throws {
+        let dir = try makeTemporaryDirectory(self)
+        let plain = makeTestData(count: 80_000, seed: 52)
+        let xz = try Self.multiBlock(plain, "-0 --block-size=10000", dir: dir)
+        let blocks = try Self.blockOffsets(xz, dir: dir)
+        XCTAssertEqual(blocks.count, 8)
+        for chunk in [1 << 20, 4096, 1] {
+            var bad = xz
+            bad[Int(blocks[3].compressed) + 40] ^= 0x21
+            let sink = MemorySink()
+            XCTAssertThrowsError(try Self.decode(bad, chunk: chunk, decoders: 2, into: sink)) { error in
+                guard case SluiceError.corruptData("xz", let offset, _) = error else { return XCTFail("\(error)") }
+                XCTAssertGreaterThanOrEqual(offset, blocks[3].compressed)
+                XCTAssertLessThan(offset, blocks[4].compressed)
+            }
+            XCTAssertLessThanOrEqual(UInt64(sink.bytes.count), blocks[3].uncompressed)
+            XCTAssertTrue(plain.starts(with: sink.bytes))
+        }
+    }
+
+    /// Where each block starts, in the file and in the output (from `xz --robot -lvv`).
+    private static func blockOffsets(_ xz: [UInt8], dir: String) throws -> [(compressed: UInt64, uncompressed: UInt64)] {
+        let path = dir + "/list.xz"
+        try Data(xz).write(to: URL(fileURLWithPath: path))
+        let listing = try shell("xz --robot -lvv '\(path)'", capture: true)
+        return listing.output.split(separator: "\n").filter { $0.hasPrefix("block\t") }.compactMap { line in
+            let fields = line.split(separator: "\t")
+            guard fields.count > 5, let c = UInt64(fields[4]), let u = UInt64(fields[5]) else { return nil }
+            return (c, u)
+        }
+    }
+
+    /// Workers leave when the stage finishes, fails or is released: none is left running.
+    func testWorkersStopAfterFinishAndAfterFailure() throws {
+        let dir = try makeTemporaryDirectory(self)
+        let plain = makeTestData(count: 60_000, seed: 53)
+        let xz = try Self.multiBlock(plain, "-0 --block-size=5000", dir: dir)
+        let good = try XzDecoder(next: MemorySink(), decoders: 3)
+        try write(xz, to: good, chunk: 4096)
+        XCTAssertEqual(good.workersRunning, 2)
+        try good.finish()
+        XCTAssertEqual(good.workersRunning, 0)
+        var bad = xz
+        bad[xz.count / 2] ^= 0x40
+        let failing = try XzDecoder(next: MemorySink(), decoders: 3)
+        XCTAssertThrowsError(try write(bad, to: failing, chunk: 4096))
+        XCTAssertEqual(failing.workersRunning, 0)
+        // Released in the middle of the stream: deinit stops them (nothing to assert on a
+        // released object; this must simply return).
+        var abandoned: XzDecoder? = try XzDecoder(next: MemorySink(), decoders: 3)
+        try write(Array(xz.prefix(xz.count / 2)), to: XCTUnwrap(abandoned), chunk: 4096)
+        XCTAssertEqual(abandoned?.workersRunning, 2)
+        abandoned = nil
+    }
+
+    func testDecoderThreadsFollowTheCores() {
+        var options = PipelineOptions()
+        XCTAssertEqual(XzDecoder.decoderThreads(options, cores: 2), 2)
+        XCTAssertEqual(XzDecoder.decoderThreads(options, cores: 1), 1)
+        XCTAssertEqual(XzDecoder.decoderThreads(options, cores: 64), 4)
+        options.threaded = false
+        XCTAssertEqual(XzDecoder.decoderThreads(options, cores: 8), 1)
+    }
+}
