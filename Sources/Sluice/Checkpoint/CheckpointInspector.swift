@@ -61,6 +61,8 @@ public struct CheckpointInspector {
             guard case .transform(let make)? = transform.kind?.factory else { continue }
             do {
                 _ = try make(transform, DiscardingSink(), context, state.value)
+            } catch let rejected as StateRejected {
+                return rejected.reason
             } catch SluiceError.checkpointRefused(_, let reason) {
                 return reason
             } catch {
