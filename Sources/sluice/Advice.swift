@@ -9,7 +9,7 @@ struct Advice {
     let writesCheckpoints: Bool
     /// A checkpoint is on disk now, so a rerun resumes.
     let checkpointLeft: Bool
-    /// The sink is stdout: what it wrote cannot be taken back.
+    /// The sink is stdout and it has been written to: what it wrote cannot be taken back.
     let toStdout: Bool
     /// The source as the user named it (redacted), for failures that blame the input.
     let input: String

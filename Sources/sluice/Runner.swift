@@ -63,7 +63,8 @@ struct Runner {
             let advice = Advice(
                 writesCheckpoints: pipeline.writesCheckpoints,
                 checkpointLeft: pipeline.checkpointPath.map(FileManager.default.fileExists(atPath:)) ?? false,
-                toStdout: pipeline.output == nil,
+                // "Already written" only when stdout got some bytes (this run or one it resumed).
+                toStdout: pipeline.output == nil && pipeline.control.outputBytes > 0,
                 input: spec.stages.first?.argument.map(DisplayText.redactedURL) ?? "stdin")
             let message = advice.line(for: error)
             return .status(error.exitCode, message: message)

@@ -45,6 +45,21 @@ final class ReviewRegressionTests: XCTestCase {
         XCTAssertEqual(FileManager.default.contents(atPath: dir + "/out"), Data("hello\n".utf8))
     }
 
+    // MARK: messages state facts
+
+    /// A stream refused at its header (over memlimit) wrote nothing to stdout: the message
+    /// said "the bytes already written to stdout are not valid" all the same.
+    func testAStreamRefusedBeforeItsFirstByteSaysNothingWasWritten() throws {
+        let dir = try makeTemporaryDirectory(self)
+        let xz = try XzTool.compress(makeTestData(count: 100_000, seed: 5), options: "-6", dir: dir)
+        try Data(xz).write(to: URL(fileURLWithPath: dir + "/in.xz"))
+        let outcome = try runSluiceBounded(["-q", "read in.xz | unxz memlimit=1MiB | stdout"], in: dir)
+        XCTAssertEqual(outcome.status, 5, outcome.stderr)
+        XCTAssertEqual(outcome.stdout, Data())
+        XCTAssertTrue(outcome.stderr.contains("nothing was written"), outcome.stderr)
+        XCTAssertFalse(outcome.stderr.contains("already written"), outcome.stderr)
+    }
+
     // MARK: --checkpoint '' names files nobody gave
 
     func testEmptyCheckpointPathIsRefusedAndDeletesNothing() throws {

@@ -128,6 +128,86 @@ final class CheckpointAppendixTests: XCTestCase {
         assertRefused(data.prefix(jsonEnd / 2), mentions: "not a sluice checkpoint")
     }
 
+    /// A file over the read limit is judged by its first line alone (a sparse file here, so
+    /// nothing large is written): a checkpoint's is "too large", anything else is not ours.
+    func testAFileOverTheLimitIsJudgedByItsFirstLine() throws {
+        let dir = try makeTemporaryDirectory(self)
+        let path = dir + "/c"
+        let beginnings = [
+            (try sample().encoded(key: .test).prefix(4096), true),
+            (Data("{\"format\":\"sluice-checkpoint\",\"version\":3}\n".utf8), true),
+            (Data("not a checkpoint\n{\"format\":\"sluice-checkpoint\"}".utf8), false),
+            (Data(), false),
+        ]
+        for (start, ours) in beginnings {
+            try start.write(to: URL(fileURLWithPath: path))
+            XCTAssertEqual(truncate(path, off_t(CheckpointStore.sizeLimit) + 1), 0)
+            switch try CheckpointStore(path: path, keyDirectory: dir).read() {
+            case .damaged(let error) where ours: XCTAssertTrue("\(error)".contains("larger than"), "\(error)")
+            case .foreign where !ours: break
+            case let other: XCTFail("\(start.prefix(40)): \(other)")
+            }
+        }
+    }
+
+    /// The refusal of a file nobody authenticated quotes the value it could not use:
+    /// escaped, so a planted checkpoint cannot send control sequences to the terminal.
+    func testADamagedCheckpointsQuotedValueIsEscaped() throws {
+        var stored = StoredCheckpointFile(try sample().encoded(key: .test))
+        let phase = try XCTUnwrap(stored.json.range(of: "\"phase\":\""))
+        stored.json.replaceSubrange(phase, with: "\"phase\":\"\\u001b[2J")
+        XCTAssertThrowsError(try Checkpoint.decode(stored.data, path: "c", key: .test)) { error in
+            let text = "\(error)"
+            XCTAssertTrue(text.contains("damaged"), text)
+            XCTAssertFalse(text.unicodeScalars.contains { $0.value < 0x20 }, text)
+        }
+    }
+
+    /// inspect's verdict restores each transform's state as a rerun would: one the run
+    /// refuses (a probability out of range, sealed with the user's own key) is not "resume".
+    func testInspectRefusesATransformStateTheRunWouldRefuse() throws {
+        let dir = try makeTemporaryDirectory(self)
+        let xz = try XzTool.compress(makeTestData(count: 400_000, seed: 9), options: "-6", dir: dir)
+        let decoder = try XzDecoder(next: MemorySink())
+        try decoder.write(Array(xz[..<(xz.count / 2)]))
+        var state = decoder.snapshot()
+        let source = SourceState(kind: "fetch", location: "http://example.invalid/x.xz", offset: state.inputOffset)
+        func verdict(_ state: XzState) throws -> (action: String, reason: String) {
+            let checkpoint = Checkpoint(
+                spec: "fetch http://example.invalid/x.xz | unxz | file \(dir)/out", source: source,
+                stages: [StageState(state), StageState(FileSinkState(path: dir + "/out", bytesWritten: state.outputOffset))])
+            try CheckpointStore(path: dir + "/c", keyDirectory: dir + "/keys").save(checkpoint)
+            setenv("SLUICE_STATE_DIR", dir + "/keys", 1)
+            defer { unsetenv("SLUICE_STATE_DIR") }
+            return try CheckpointInspector(path: dir + "/c").verdict
+        }
+        XCTAssertNotEqual(try verdict(state).action, "refuse")
+        var probabilities = try XCTUnwrap(state.block?.lzma.probabilities)
+        probabilities[0] = 0
+        probabilities[1] = 0
+        state.block?.lzma.probabilities = probabilities
+        let refused = try verdict(state)
+        XCTAssertEqual(refused.action, "refuse", refused.reason)
+        XCTAssertTrue(refused.reason.contains("probability"), refused.reason)
+    }
+
+    /// What inspect prints from a checkpoint is escaped, the source's kind included (a
+    /// checkpoint edited and sealed again with the user's key is still a file).
+    func testInspectEscapesTheSourceKind() throws {
+        let dir = try makeTemporaryDirectory(self)
+        let checkpoint = Checkpoint(
+            spec: "read a | file b", source: SourceState(kind: "re\u{1b}[2Jad", location: "a"),
+            stages: [StageState(FileSinkState(path: "b", bytesWritten: 0))])
+        try CheckpointStore(path: dir + "/c", keyDirectory: dir + "/keys").save(checkpoint)
+        setenv("SLUICE_STATE_DIR", dir + "/keys", 1)
+        defer { unsetenv("SLUICE_STATE_DIR") }
+        let inspector = try CheckpointInspector(path: dir + "/c")
+        for json in [false, true] {
+            let text = inspector.render(json: json)
+            XCTAssertFalse(text.unicodeScalars.contains { $0.value == 0x1b }, text)
+        }
+    }
+
     func testVersionTwoIsRefusedAsOlder() throws {
         var stored = StoredCheckpointFile(try sample().encoded(key: .test))
         stored.json = stored.json.replacingOccurrences(of: "\"version\":3", with: "\"version\":2")

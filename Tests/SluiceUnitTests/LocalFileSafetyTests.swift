@@ -61,11 +61,23 @@ final class LocalFileSafetyTests: XCTestCase {
 
     func testLeftoverLockFileDoesNotBlock() throws {
         let path = try makeTemporaryDirectory(self) + "/l.lock"
-        XCTAssertTrue(FileManager.default.createFile(atPath: path, contents: Data("crash".utf8), attributes: [.posixPermissions: 0o400]))
+        // What a crash leaves: sluice never writes into its lock files.
+        XCTAssertTrue(FileManager.default.createFile(atPath: path, contents: Data(), attributes: [.posixPermissions: 0o400]))
         let lock = RunLock(path: path)
         try lock.acquire()
         lock.release()
         XCTAssertNil(inode(path))
+    }
+
+    /// A file with contents at a lock's name (`--checkpoint notes` beside `notes.lock`) is
+    /// someone's, not a lock sluice left: it may be locked, but is never removed.
+    func testLockNeverRemovesAFileWithContents() throws {
+        let path = try makeTemporaryDirectory(self) + "/notes.lock"
+        try Data("my notes".utf8).write(to: URL(fileURLWithPath: path))
+        let lock = RunLock(path: path)
+        try lock.acquire()
+        lock.release()
+        XCTAssertEqual(FileManager.default.contents(atPath: path), Data("my notes".utf8))
     }
 
     func testLinkOrFIFOAtTheLockIsRefusedUntouched() throws {
@@ -127,6 +139,31 @@ final class LocalFileSafetyTests: XCTestCase {
         // remove() leaves links alone too.
         store.remove()
         XCTAssertNotNil(inode(store.temporaryPath))
+    }
+
+    /// Someone's file at the temporary name (`--checkpoint notes` beside `notes.tmp`) is
+    /// neither removed by a save or by `remove()`, nor written: the save fails instead.
+    /// What a save cut short leaves (empty, or the start of a checkpoint) is replaced.
+    func testSaveAndRemoveKeepSomeonesFileAtTheTemporaryName() throws {
+        let dir = try makeTemporaryDirectory(self)
+        let store = CheckpointStore(path: dir + "/notes", keyDirectory: dir + "/state")
+        let checkpoint = Checkpoint(
+            spec: "read a | file b", source: SourceState(kind: "read", location: "a"),
+            stages: [StageState(FileSinkState(path: "b", bytesWritten: 0))])
+        try Data("my notes".utf8).write(to: URL(fileURLWithPath: store.temporaryPath))
+        XCTAssertThrowsError(try store.save(checkpoint))
+        store.remove()
+        XCTAssertEqual(FileManager.default.contents(atPath: store.temporaryPath), Data("my notes".utf8))
+        XCTAssertNotNil(
+            RunPaths(output: nil, checkpoint: store.path, input: nil, stdout: nil).problem(),
+            "a run would start and then fail at its first checkpoint")
+
+        for leftover in ["", "{\"mac\":\"hmac-sha", "{\"mac\":\"hmac-sha256:00ff\",\"format\""] {
+            try Data(leftover.utf8).write(to: URL(fileURLWithPath: store.temporaryPath))
+            XCTAssertNil(RunPaths(output: nil, checkpoint: store.path, input: nil, stdout: nil).problem(), leftover)
+            try store.save(checkpoint)
+            XCTAssertNil(inode(store.temporaryPath), "a save did not replace the leftover '\(leftover)'")
+        }
     }
 
     // MARK: FileSink (item 7)

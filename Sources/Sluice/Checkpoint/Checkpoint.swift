@@ -98,7 +98,9 @@ public struct Checkpoint: Codable, Sendable, Equatable {
         do {
             checkpoint = try decoder.decode(Checkpoint.self, from: json)
         } catch {
-            throw SluiceError.checkpointRefused(path: path, reason: "it is damaged (\(Self.describe(error)))")
+            // Not yet authenticated: what the decoder quotes from the file (a value it could not
+            // use) is escaped, so a planted file cannot put control sequences on the terminal.
+            throw SluiceError.checkpointRefused(path: path, reason: "it is damaged (\(DisplayText.escaped(Self.describe(error))))")
         }
         try checkpoint.authenticate(with: key, path: path, appendixCount: appendix.count)
         return checkpoint
@@ -173,7 +175,13 @@ struct CheckpointFile {
     /// The JSON part and the appendix (nil when there is no newline: a file cut short, or
     /// one from before the appendix).
     static func split(_ data: Data) -> (json: Data, appendix: Data?) {
-        guard let newline = data.firstIndex(of: 0x0A) else { return (data, nil) }
+        // memchr: this scans whatever is at the checkpoint path, up to 512 MiB.
+        let offset = data.withUnsafeBytes { raw -> Int? in
+            guard let base = raw.baseAddress, let found = memchr(base, 0x0A, raw.count) else { return nil }
+            return UnsafeRawPointer(found) - base
+        }
+        guard let offset else { return (data, nil) }
+        let newline = data.startIndex + offset
         return (data[data.startIndex..<newline], data[(newline + 1)...])
     }
 }

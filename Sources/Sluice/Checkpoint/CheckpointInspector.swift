@@ -29,6 +29,12 @@ public struct CheckpointInspector {
                 return ("restart", "\(source.location) changed since the checkpoint")
             }
         }
+        if let problem = checkpoint.inconsistency {
+            return ("refuse", "its stage positions do not fit together (\(problem)); --restart discards it")
+        }
+        if let problem = transformStateProblem {
+            return ("refuse", "\(problem); --restart discards it")
+        }
         for state in checkpoint.stages {
             if let problem = state.value.resumeProblem() { return ("restart", problem) }
         }
@@ -38,14 +44,45 @@ public struct CheckpointInspector {
         return ("resume", "from source byte \(source.offset)")
     }
 
+    /// Why a rerun would refuse a transform's state, or nil: each one is restored as the run
+    /// restores it (every field checked), into a sink that keeps nothing. Transforms only:
+    /// restoring a sink or a source touches files.
+    private var transformStateProblem: String? {
+        guard let spec = try? PipelineSpec(parsing: checkpoint.spec), spec.transforms.count <= checkpoint.stages.count else {
+            return "its spec does not parse, or does not match its stages"
+        }
+        var options = PipelineOptions()
+        // The run's --engine is not recorded; the one each gzip state names is the one a rerun needs.
+        for state in checkpoint.stages {
+            if let engine = (state.as(GzipState.self) ?? state.as(DecompressState.self)?.gunzip)?.engine { options.engine = engine }
+        }
+        let context = StageContext(options: options, control: RunControl())
+        for (transform, state) in zip(spec.transforms, checkpoint.stages) {
+            guard case .transform(let make)? = transform.kind?.factory else { continue }
+            do {
+                _ = try make(transform, DiscardingSink(), context, state.value)
+            } catch let rejected as StateRejected {
+                return rejected.reason
+            } catch SluiceError.checkpointRefused(_, let reason) {
+                return reason
+            } catch {
+                return "\(error)"
+            }
+        }
+        return nil
+    }
+
     public func render(json: Bool) -> String {
         var verdict = self.verdict
         verdict.reason = DisplayText.escaped(verdict.reason)
-        let offsets = checkpoint.stageOffsets
+        // The source's kind names the first row too: a sealed checkpoint is still a file
+        // someone may edit with the user's key, so it is escaped like every other string.
+        let offsets = checkpoint.stageOffsets.map { StageOffset(stage: DisplayText.escaped($0.stage), input: $0.input, output: $0.output) }
         // Older checkpoints stored URLs whole, and any checkpoint may be hand-edited: what is
         // printed has URL secrets redacted and control characters escaped (DisplayText).
         var source = checkpoint.source
         source.location = DisplayText.url(source.location)
+        source.kind = DisplayText.escaped(source.kind)
         source.etag = source.etag.map(DisplayText.escaped)
         source.lastModified = source.lastModified.map(DisplayText.escaped)
         let shownSpec = DisplayText.escaped(
@@ -86,4 +123,12 @@ public struct CheckpointInspector {
         lines.append("rerun       \(verdict.action): \(verdict.reason)")
         return lines.joined(separator: "\n")
     }
+}
+
+/// Takes bytes and keeps none: what a restored transform writes into when only its state
+/// is being checked.
+private final class DiscardingSink: ByteSink {
+    func write(_ bytes: UnsafeRawBufferPointer) throws {}
+    func barrier(_ cut: Cut) throws {}
+    func finish() throws {}
 }

@@ -74,13 +74,16 @@ public final class CheckpointStore: @unchecked Sendable {
         var data = Data()
         var st = stat()
         if fstat(fd, &st) == 0, st.st_size > 0, st.st_size <= Self.sizeLimit { data.reserveCapacity(Int(st.st_size)) }
+        // A file already too large is judged by its JSON line alone, not read (and parsed) whole.
+        let tooLarge = st.st_size > Self.sizeLimit
         let chunk = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
         defer { chunk.deallocate() }
         while true {
             let n = try POSIX.read(fd, into: chunk, path: path)
             if n == 0 { break }
             data.append(contentsOf: UnsafeRawBufferPointer(rebasing: chunk[0..<n]))
-            if data.count > Self.sizeLimit {
+            let lineRead = tooLarge && (data.count >= Self.jsonLimit || UnsafeRawBufferPointer(rebasing: chunk[0..<n]).contains(0x0A))
+            if data.count > Self.sizeLimit || lineRead {
                 guard Self.isSluiceCheckpoint(data) else { return .foreign(path: path) }
                 return .damaged(
                     .checkpointRefused(
@@ -99,6 +102,9 @@ public final class CheckpointStore: @unchecked Sendable {
 
     /// The largest file read as a checkpoint: a 256 MiB window with room to spare.
     static let sizeLimit = 512 << 20
+    /// How much of a file over `sizeLimit` is read to tell whether it is a checkpoint: its
+    /// JSON line is a few hundred KiB.
+    static let jsonLimit = 16 << 20
 
     /// Whether `data` says it is a sluice checkpoint (of any version, damaged or not): its
     /// JSON part (all of it, before version 3) names the format. Only such a file may be
@@ -118,8 +124,9 @@ public final class CheckpointStore: @unchecked Sendable {
     public func save(_ checkpoint: Checkpoint) throws -> UInt64 {
         let file = try checkpoint.sealed(key: try keyForSaving())
         let temporaryPath = self.temporaryPath
-        // A temporary file left by a crash (we hold the lock, so it is not another run's).
-        if POSIX.lstatFacts(temporaryPath)?.kind == .regular { unlink(temporaryPath) }
+        // A temporary file left by a crash (we hold the lock, so it is not another run's);
+        // anything else at the name is someone's file, and creating ours below fails on it.
+        if Self.isLeftoverTemporary(temporaryPath) { unlink(temporaryPath) }
         let fd = try POSIX.createNew(temporaryPath, mode: 0o600)
         do {
             defer { close(fd) }
@@ -144,8 +151,26 @@ public final class CheckpointStore: @unchecked Sendable {
     /// Removes the checkpoint and its temporary file: regular files only, so a link or a
     /// FIFO someone put there is left alone.
     public func remove() {
-        for name in [path, temporaryPath] where POSIX.lstatFacts(name)?.kind == .regular {
-            unlink(name)
-        }
+        if POSIX.lstatFacts(path)?.kind == .regular { unlink(path) }
+        if Self.isLeftoverTemporary(temporaryPath) { unlink(temporaryPath) }
+    }
+
+    /// Every checkpoint file starts like this (format 3: the MAC first; before it, sorted
+    /// keys put the format first).
+    private static let openings = [Data("{\"mac\":\"hmac-sha256:".utf8), Data("{\"format\":\"sluice-checkpoint\"".utf8)]
+
+    /// Whether the regular file at `path` is what a save cut short leaves: empty, or the
+    /// start of a checkpoint. A file at the temporary name that begins otherwise is not
+    /// sluice's (`--checkpoint notes` beside someone's `notes.tmp`) and is never removed.
+    static func isLeftoverTemporary(_ path: String) -> Bool {
+        guard POSIX.lstatFacts(path)?.kind == .regular,
+            let fd = try? POSIX.openRegular(path, access: O_RDONLY, operation: "open checkpoint temporary file")
+        else { return false }
+        defer { close(fd) }
+        var head = [UInt8](repeating: 0, count: openings.map(\.count).max() ?? 0)
+        let n = head.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+        guard n >= 0 else { return false }
+        let start = Data(head.prefix(n))
+        return openings.contains { $0.starts(with: start) || start.starts(with: $0) }
     }
 }

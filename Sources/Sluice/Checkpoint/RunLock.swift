@@ -48,10 +48,12 @@ public final class RunLock {
     }
 
     /// Releases the lock; `removeFile` removes the lock file first — while still holding
-    /// it, and only when the name still leads to the file this run locked.
+    /// it, only when the name still leads to the file this run locked, and only when that
+    /// file is empty: sluice never writes into a lock file, so one with contents is
+    /// someone's file that happens to have the lock's name (`--checkpoint notes`, `notes.lock`).
     public func release(removeFile: Bool = true) {
         guard fd >= 0 else { return }
-        if removeFile && namesHeldFile(fd) { unlink(path) }
+        if removeFile && namesHeldFile(fd) && POSIX.fstatFacts(fd)?.size == 0 { unlink(path) }
         close(fd)
         fd = -1
     }

@@ -42,10 +42,13 @@ struct RunPaths {
         /// The name with its directory resolved (links, `.`, `..`), for comparing names of
         /// files that do not exist yet.
         var canonical: @Sendable (String) -> String
+        /// Whether a regular file at the checkpoint's temporary name is one a save of ours
+        /// left behind (so it may be replaced).
+        var isLeftoverTemporary: @Sendable (String) -> Bool = { _ in true }
 
         static let live = Probe(
             lstat: { POSIX.lstatFacts($0) }, stat: { POSIX.statFacts($0) },
-            canonical: { RunPaths.canonicalName($0) })
+            canonical: { RunPaths.canonicalName($0) }, isLeftoverTemporary: { CheckpointStore.isLeftoverTemporary($0) })
     }
 
     let names: [Name]
@@ -100,8 +103,16 @@ struct RunPaths {
         switch name.role {
         case .input, .stdout, .output, .partial:
             return nil  // the source and the sink judge their own names
-        case .outputLock, .checkpoint, .checkpointTemporary, .checkpointLock:
+        case .outputLock, .checkpoint, .checkpointLock:
             return writtenFileProblem(name.path, probe: probe)
+        case .checkpointTemporary:
+            if let problem = writtenFileProblem(name.path, probe: probe) { return problem }
+            guard probe.lstat(name.path) != nil, !probe.isLeftoverTemporary(name.path) else { return nil }
+            return .unsafePath(
+                path: name.path,
+                reason:
+                    "sluice writes its checkpoint there first, and the file there is not one it left (it does not begin as a checkpoint); move it away or name another --checkpoint"
+            )
         }
     }
 
