@@ -254,6 +254,6 @@ final class CheckpointPacingTests: XCTestCase {
         let spec = try PipelineSpec(parsing: "read x | unzstd | file out")
         let costs = ThreadPlan.costs(spec: spec, options: PipelineOptions())
         XCTAssertEqual(costs.count, 3)
-        XCTAssertEqual(costs.reduce(0, +), 0.3 + 4 + 0.3 * 4, accuracy: 1e-9)
+        XCTAssertEqual(costs.reduce(0, +), 0.3 + 8 + 0.3 * 4, accuracy: 1e-9)
     }
 }

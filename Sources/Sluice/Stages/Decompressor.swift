@@ -173,7 +173,8 @@ extension StageKind {
     static let decompress = StageKind.transform(
         "decompress", options: [.zstdWindowLimit],
         summary: "transform: gunzip, unxz or unzstd, chosen by the input's magic number",
-        cost: { _ in StageCost(nsPerByte: 4, expansion: 4) }, state: DecompressState.self
+        // unzstd's figure: the codec is not known when the plan is made.
+        cost: { _ in StageCost(nsPerByte: 8, expansion: 4) }, state: DecompressState.self
     ) { spec, next, context, saved in
         try Decompressor(
             next: next, engine: context.options.engine,
