@@ -48,6 +48,9 @@ struct Advice {
         case .transfer(_, .certificate, _):
             let trust = "pass --cacert FILE to trust a private CA"
             return facts + "; " + rerun(fix: trust, fixShort: trust)
+        case .transfer(_, .certificateName, _):
+            let name = "use a host name the certificate was issued for"
+            return facts + "; " + rerun(fix: name, fixShort: name)
         case .transfer:
             return facts + "; " + rerun(fix: nil, fixShort: "fix that")
         }

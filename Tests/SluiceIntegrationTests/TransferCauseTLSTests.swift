@@ -42,6 +42,22 @@ final class TransferCauseTLSTests: XCTestCase {
             XCTAssertEqual(missing?.exitCode, 3)
         }
 
+        // Trusted, but reached under a name the certificate was not issued for (the same
+        // loopback address written as an IPv4-mapped IPv6 one): no CA file fixes that.
+        var trusting = PipelineOptions()
+        trusting.http.caCertificate = nginx.caCertificate
+        trusting.http.retries = 1
+        let misnamedURL = nginx.httpsURL("/data.bin", host: "[::ffff:127.0.0.1]")
+        let misnamed = try run(misnamedURL, connections: 1, options: trusting, output: "\(directory)/n")
+        guard case .transfer(_, .certificateName, .atOnce)? = misnamed else {
+            return XCTFail("a name mismatch: \(String(describing: misnamed))")
+        }
+        let named = try SluiceBinary.run(["-q", "--retries", "1", "--cacert", nginx.caCertificate, "fetch \(misnamedURL) | file \(directory)/cli-n"])
+        XCTAssertEqual(named.status, 3, named.stderr)
+        XCTAssertTrue(named.stderr.contains("is not for that name"), named.stderr)
+        XCTAssertTrue(named.stderr.contains("use a host name the certificate was issued for"), named.stderr)
+        XCTAssertFalse(named.stderr.contains("--cacert"), "no CA fixes a name mismatch: \(named.stderr)")
+
         let cli = try SluiceBinary.run(["-q", "--retries", "1", "fetch \(url) | file \(directory)/cli"])
         XCTAssertEqual(cli.status, 3, cli.stderr)
         XCTAssertTrue(cli.stderr.contains("TLS certificate of \(server) could not be verified"), cli.stderr)

@@ -16,6 +16,8 @@ public enum TransferCause: Sendable, Equatable {
     case tls(host: String, reason: String)
     /// The server's TLS certificate could not be verified against the trusted CAs.
     case certificate(host: String, reason: String)
+    /// The server's TLS certificate was issued for other names than the one in the URL.
+    case certificateName(host: String, reason: String)
     /// libcurl's own timeout (connecting took too long).
     case timeout(reason: String)
     /// No byte at all for `seconds` (`--stall-timeout`).
@@ -51,6 +53,7 @@ public enum TransferCause: Sendable, Equatable {
             return .connect(host: transform(host), port: port, reason: transform(reason))
         case .tls(let host, let reason): return .tls(host: transform(host), reason: transform(reason))
         case .certificate(let host, let reason): return .certificate(host: transform(host), reason: transform(reason))
+        case .certificateName(let host, let reason): return .certificateName(host: transform(host), reason: transform(reason))
         case .timeout(let reason): return .timeout(reason: transform(reason))
         case .stalled(let server, let seconds): return .stalled(server: transform(server), seconds: seconds)
         case .tooSlow(let server, let rate, let seconds):
@@ -80,6 +83,8 @@ extension TransferCause: CustomStringConvertible {
             return "TLS with \(host) failed: \(reason)"
         case .certificate(let host, let reason):
             return "TLS certificate of \(host) could not be verified: \(reason)"
+        case .certificateName(let host, let reason):
+            return "TLS certificate of \(host) is not for that name: \(reason)"
         case .timeout(let reason):
             return "timed out: \(reason)"
         case .stalled(let server, let seconds):

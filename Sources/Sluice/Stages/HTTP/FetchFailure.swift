@@ -45,6 +45,11 @@ enum FetchFailure: Error, Equatable {
         case CURLE_COULDNT_RESOLVE_HOST:
             return .permanent(.dns(host: host))
         case CURLE_PEER_FAILED_VERIFICATION:
+            // libcurl has one code for both; only its text tells a name mismatch (which no
+            // CA file fixes) from a certificate no trusted CA vouches for.
+            if message.contains("target host name") {
+                return .permanent(.certificateName(host: server, reason: message))
+            }
             return .permanent(.certificate(host: server, reason: message))
         case CURLE_SSL_CACERT_BADFILE:
             return .permanent(.tls(host: server, reason: "cannot use the CA certificate file: \(message)"))
