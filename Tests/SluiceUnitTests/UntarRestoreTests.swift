@@ -273,5 +273,8 @@ final class UntarRestoreTests: XCTestCase {
         XCTAssertNil(DirectoryList(packed: [2, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01]), "overlong number")
         XCTAssertNil(DirectoryList(packed: [2, 0o55, 0, 0, 5, 1, 0x61]), "shares more than the previous path has")
         XCTAssertNil(DirectoryList(packed: [2, 0o55, 0, 0xff, 0xff, 0xff, 0xff, 0x0f, 0, 1, 0x61]), "nanoseconds out of range")
+        // A suffix length near 2^64: adding the shared count must not trap.
+        let huge: [UInt8] = [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]
+        XCTAssertNil(DirectoryList(packed: [2, 0o55, 0, 0, 0, 1, 0x61] + [0o55, 0, 0, 1] + huge + [0x62]), "suffix length overflows")
     }
 }
