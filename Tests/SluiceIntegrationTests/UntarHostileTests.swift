@@ -47,6 +47,8 @@ final class UntarHostileTests: XCTestCase {
         ),
         ("directory replaced by a file while not empty", "d('d'); reg('d/f'); reg('d')"),
         // A hard link to a symlink is that symlink at another depth: `../..` from `d/e` is DIR, from `h` outside it.
+        // Names need not be UTF-8: the partial tree holding them must still be removed.
+        ("names that are not UTF-8, then an escape", "reg('d\\udcff/x\\udcfe'); reg('../escape')"),
         ("hard link moving a nested symlink up and out", "d('d'); d('d/e'); sym('d/e/l', '../..'); hard('h', 'd/e/l')"),
     ]
 
