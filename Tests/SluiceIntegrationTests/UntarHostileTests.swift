@@ -212,6 +212,25 @@ final class UntarHostileTests: XCTestCase {
         XCTAssertEqual(tree["f/h"]?.linkTarget, "../x")
     }
 
+    /// A regular-typed member whose name ends in `/` is a directory (GNU tar and bsdtar read
+    /// it so; Python's tarfile writes them), typeflag `0` and `7` as well as v7's NUL; any
+    /// data it claims is skipped by its size.
+    func testTrailingSlashRegularMembersAreDirectories() throws {
+        let dir = try makeTemporaryDirectory(self)
+        let body = """
+            reg('slash/', data=b''); reg('slash/f', data=b'in')
+            i = info('contiguous/', b'7'); t.addfile(i)
+            reg('withdata/', data=b'q' * 600); reg('after', data=b'abc')
+            """
+        try makeArchive(body, at: dir + "/a.tar", absolute: dir)
+        let result = try SluiceBinary.run(["-q", "read \(dir)/a.tar | untar \(dir)/out"])
+        XCTAssertEqual(result.status, 0, result.stderr)
+        let tree = treeSnapshot(dir + "/out")
+        for name in ["slash", "contiguous", "withdata"] { XCTAssertEqual(tree[name]?.type, "d", name) }
+        XCTAssertEqual(try String(contentsOfFile: dir + "/out/slash/f", encoding: .utf8), "in")
+        XCTAssertEqual(try String(contentsOfFile: dir + "/out/after", encoding: .utf8), "abc")
+    }
+
     /// An unknown member type is a regular file (POSIX; GNU tar agrees): its data is not
     /// dropped, and a notice says so. A volume label holds no file and stays skipped.
     func testUnknownMemberTypesAreExtractedAsRegularFiles() throws {
