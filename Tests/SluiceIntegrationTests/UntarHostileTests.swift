@@ -46,6 +46,10 @@ final class UntarHostileTests: XCTestCase {
             "reg('holes', extra={'GNU.sparse.major': '1', 'GNU.sparse.minor': '0', 'GNU.sparse.name': 'holes', 'GNU.sparse.realsize': '100'})"
         ),
         ("directory replaced by a file while not empty", "d('d'); reg('d/f'); reg('d')"),
+        // A hard link to a symlink is that symlink at another depth: `../..` from `d/e` is DIR, from `h` outside it.
+        // Names need not be UTF-8: the partial tree holding them must still be removed.
+        ("names that are not UTF-8, then an escape", "reg('d\\udcff/x\\udcfe'); reg('../escape')"),
+        ("hard link moving a nested symlink up and out", "d('d'); d('d/e'); sym('d/e/l', '../..'); hard('h', 'd/e/l')"),
     ]
 
     /// Corrupt archives (damaged after writing): (name, Python that writes `raw` bytes of `path`).
@@ -185,6 +189,46 @@ final class UntarHostileTests: XCTestCase {
         XCTAssertEqual(tree["suid"]?.permissions, 0o755 & ~currentUmask())
         XCTAssertEqual(try String(contentsOfFile: dir + "/out/dup", encoding: .utf8), "two, longer")
         XCTAssertEqual(try String(contentsOfFile: dir + "/out/h", encoding: .utf8), "one")
+    }
+
+    /// A later member replaces an empty directory of the same name inside another directory
+    /// (GNU tar does the same): the removal must not close the parent the new member is made in.
+    /// A hard link to a symlink is fine where the symlink's target stays inside from its new name.
+    func testEmptyNestedDirectoryIsReplacedByAFileSymlinkOrHardLink() throws {
+        let dir = try makeTemporaryDirectory(self)
+        let body = """
+            d('a'); d('a/b'); reg('a/x', data=b'x'); reg('a/b', data=b'now a file')
+            d('c'); d('c/b'); reg('c/x'); sym('c/b', 'x')
+            d('e'); d('e/b'); reg('e/x', data=b'linked'); hard('e/b', 'e/x')
+            d('f'); d('f/g'); sym('f/g/in', '../x'); hard('f/h', 'f/g/in')
+            """
+        try makeArchive(body, at: dir + "/a.tar", absolute: dir)
+        let result = try SluiceBinary.run(["-q", "read \(dir)/a.tar | untar \(dir)/out"])
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertEqual(try String(contentsOfFile: dir + "/out/a/b", encoding: .utf8), "now a file")
+        let tree = treeSnapshot(dir + "/out")
+        XCTAssertEqual(tree["c/b"]?.linkTarget, "x")
+        XCTAssertEqual(try String(contentsOfFile: dir + "/out/e/b", encoding: .utf8), "linked")
+        XCTAssertEqual(tree["f/h"]?.linkTarget, "../x")
+    }
+
+    /// A regular-typed member whose name ends in `/` is a directory (GNU tar and bsdtar read
+    /// it so; Python's tarfile writes them), typeflag `0` and `7` as well as v7's NUL; any
+    /// data it claims is skipped by its size.
+    func testTrailingSlashRegularMembersAreDirectories() throws {
+        let dir = try makeTemporaryDirectory(self)
+        let body = """
+            reg('slash/', data=b''); reg('slash/f', data=b'in')
+            i = info('contiguous/', b'7'); t.addfile(i)
+            reg('withdata/', data=b'q' * 600); reg('after', data=b'abc')
+            """
+        try makeArchive(body, at: dir + "/a.tar", absolute: dir)
+        let result = try SluiceBinary.run(["-q", "read \(dir)/a.tar | untar \(dir)/out"])
+        XCTAssertEqual(result.status, 0, result.stderr)
+        let tree = treeSnapshot(dir + "/out")
+        for name in ["slash", "contiguous", "withdata"] { XCTAssertEqual(tree[name]?.type, "d", name) }
+        XCTAssertEqual(try String(contentsOfFile: dir + "/out/slash/f", encoding: .utf8), "in")
+        XCTAssertEqual(try String(contentsOfFile: dir + "/out/after", encoding: .utf8), "abc")
     }
 
     /// An unknown member type is a regular file (POSIX; GNU tar agrees): its data is not

@@ -123,6 +123,41 @@ final class UntarRestoreTests: XCTestCase {
         XCTAssertEqual(st.st_mode & 0o777, 0o644 & ~SafeExtractor.currentUmask())
     }
 
+    /// A resume that continued in a private copy (the partial file had a second name: a
+    /// later member's hard link made before the kill) and is killed again before its next
+    /// cut: the next resume finds a file with one name, trusts the old checkpoint's mode
+    /// flags, and must still end with the member's mode (the copy was made 0600).
+    func testPrivateCopyKilledBeforeItsCutKeepsTheMembersMode() throws {
+        let dir = try makeMemoryTemporaryDirectory(self)
+        try FileManager.default.createDirectory(atPath: dir + "/src", withIntermediateDirectories: true)
+        try Data(makeTestData(count: 100_000, seed: 5)).write(to: URL(fileURLWithPath: dir + "/src/big"))
+        XCTAssertEqual(chmod(dir + "/src/big", 0o644), 0)
+        XCTAssertEqual(try shell("cd \(dir)/src && ln big big.hl && tar -cf \(dir)/a.tar big big.hl").status, 0)
+        let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: dir + "/a.tar")))
+        var random = SeededRandom(seed: 3)
+        let first = try UntarSink(directory: dir + "/out")
+        try feed(first, bytes[..<50_000], random: &random)
+        let state = first.snapshot()
+        XCTAssertNotNil(state.current)
+        // The killed run went on past `big` and linked `big.hl` to it.
+        try feed(first, bytes[50_000..<(bytes.count - 1024)], random: &random)
+        // Resume 1 continues in a copy, then is killed before any cut.
+        let second = try UntarSink(directory: dir + "/out", restoring: state)
+        try feed(second, bytes[50_000..<60_000], random: &random)
+        // Resume 2, from the same checkpoint, runs to the end.
+        let third = try UntarSink(directory: dir + "/out", restoring: state)
+        try feed(third, bytes[50_000...], random: &random)
+        try third.finish()
+        for name in ["big", "big.hl"] {
+            var st = stat()
+            XCTAssertEqual(stat(dir + "/out/" + name, &st), 0)
+            XCTAssertEqual(st.st_mode & 0o777, 0o644 & ~SafeExtractor.currentUmask(), name)
+        }
+        XCTAssertEqual(
+            try Data(contentsOf: URL(fileURLWithPath: dir + "/out/big.hl")),
+            try Data(contentsOf: URL(fileURLWithPath: dir + "/src/big")))
+    }
+
     /// A restored state is hostile input: fields no reader could have left are refused.
     func testEditedStatesAreRefused() throws {
         let dir = try makeMemoryTemporaryDirectory(self)
@@ -238,5 +273,8 @@ final class UntarRestoreTests: XCTestCase {
         XCTAssertNil(DirectoryList(packed: [2, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01]), "overlong number")
         XCTAssertNil(DirectoryList(packed: [2, 0o55, 0, 0, 5, 1, 0x61]), "shares more than the previous path has")
         XCTAssertNil(DirectoryList(packed: [2, 0o55, 0, 0xff, 0xff, 0xff, 0xff, 0x0f, 0, 1, 0x61]), "nanoseconds out of range")
+        // A suffix length near 2^64: adding the shared count must not trap.
+        let huge: [UInt8] = [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]
+        XCTAssertNil(DirectoryList(packed: [2, 0o55, 0, 0, 0, 1, 0x61] + [0o55, 0, 0, 1] + huge + [0x62]), "suffix length overflows")
     }
 }

@@ -186,12 +186,14 @@ public final class UntarSink: TerminalSink, TarEventHandler {
     }
 
     /// Replaces the name with a fresh file of ours holding the first `length` bytes of
-    /// `shared` (closed); the caller's CRC check then covers the copied bytes.
-    private func privateCopy(of shared: Int32, path: MemberPath, length: UInt64, shown: String) throws -> Int32 {
+    /// `shared` (closed); the caller's CRC check then covers the copied bytes. It is created
+    /// with the member's mode, as the first one was: a kill before the next cut leaves a
+    /// file that the checkpoint's `needsChmod` describes truly.
+    private func privateCopy(of shared: Int32, path: MemberPath, mode: UInt32, length: UInt64, shown: String) throws -> Int32 {
         defer { close(shared) }
         let fresh: Int32
         do {
-            fresh = try extractor.createFile(path, mode: 0o600).fd
+            fresh = try extractor.createFile(path, mode: mode).fd
         } catch {
             throw Self.sluiceError(error, offset: 0, member: path.joined)
         }
@@ -233,7 +235,7 @@ public final class UntarSink: TerminalSink, TarEventHandler {
         if copied {
             // A second name: a later member linked it before the kill, or someone linked it
             // to a file outside DIR. Never cut or write a shared inode: continue in a copy.
-            fd = try privateCopy(of: fd, path: path, length: saved.written, shown: shown)
+            fd = try privateCopy(of: fd, path: path, mode: saved.mode, length: saved.written, shown: shown)
         }
         var file = OpenFile(
             fd: fd, path: path, mode: saved.mode, mtime: saved.mtime, needsChmod: saved.needsChmod || copied,

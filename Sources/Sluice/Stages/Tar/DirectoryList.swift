@@ -30,7 +30,7 @@ struct DirectoryList: Equatable, Sendable {
             guard let mode = reader.next(), mode <= UInt64(UInt32.max), let delta = reader.next(),
                 let nanos = reader.next(), nanos < 1_000_000_000, let shared = reader.next(),
                 shared <= UInt64(lastPath.count), let suffix = reader.next(),
-                shared + suffix <= UInt64(MemberPath.maxLength), let rest = reader.take(Int(suffix))
+                suffix <= UInt64(MemberPath.maxLength), shared + suffix <= UInt64(MemberPath.maxLength), let rest = reader.take(Int(suffix))
             else { return nil }
             lastSeconds = lastSeconds &+ Int64(bitPattern: (delta >> 1) ^ (0 &- (delta & 1)))
             lastPath.removeSubrange(Int(shared)...)

@@ -21,6 +21,9 @@ final class SafeExtractor {
     /// in a directory just used. Valid because a directory is only ever replaced after
     /// we removed it, which empties the cache.
     private var parents: [DirectoryKey: Int32] = [:]
+    /// Descriptors dropped from the cache while a member may still use one of them (the
+    /// parent of a directory just removed): closed between members, never under a caller.
+    private var retired: [Int32] = []
     /// The last parent looked up: consecutive members mostly share it.
     private var lastParent: (key: DirectoryKey, fd: Int32)?
 
@@ -30,17 +33,27 @@ final class SafeExtractor {
         umask = Self.currentUmask()
     }
 
-    deinit { dropCache() }
+    deinit {
+        retireCache()
+        closeRetired()
+    }
 
     /// Called between members, so no descriptor handed out is closed under a caller.
     func trimCache() {
-        if parents.count >= 64 { dropCache() }
+        if parents.count >= 64 { retireCache() }
+        closeRetired()
     }
 
-    private func dropCache() {
-        for fd in parents.values { close(fd) }
+    /// Empties the cache; the descriptors stay open until the member at hand is done.
+    private func retireCache() {
+        retired.append(contentsOf: parents.values)
         parents.removeAll(keepingCapacity: true)
         lastParent = nil
+    }
+
+    private func closeRetired() {
+        for fd in retired { close(fd) }
+        retired.removeAll(keepingCapacity: true)
     }
 
     // MARK: members
@@ -98,6 +111,7 @@ final class SafeExtractor {
         } catch .missing {
             throw .refused("is a hard link to \(TarName.display(target.joined)), which has not been extracted")
         }
+        try checkRelocatedSymlink(targetLeaf, in: targetParent, linkedAs: path, target: target)
         let (parent, leaf) = try parentAndLeaf(path)
         for attempt in 0..<2 {
             let linked = Self.withCString(targetLeaf) { t in Self.withCString(leaf) { linkat(targetParent, t, parent, $0, 0) } }
@@ -114,6 +128,26 @@ final class SafeExtractor {
             }
         }
         throw fail("create hard link", path)
+    }
+
+    /// A hard link to a symlink is the same symlink at another depth, and a relative target
+    /// resolves from the link's own directory: `d/e/l -> ../..` linked as `h` would climb
+    /// out of DIR. Its target is checked again from where the new name puts it.
+    private func checkRelocatedSymlink(
+        _ leaf: [UInt8], in parent: Int32, linkedAs path: MemberPath, target: MemberPath
+    ) throws(ExtractError) {
+        guard Self.fileType(leaf, in: parent) == S_IFLNK else { return }
+        var buffer = [UInt8](repeating: 0, count: MemberPath.maxLength + 1)
+        let n = Self.withCString(leaf) { name in
+            buffer.withUnsafeMutableBytes { readlinkat(parent, name, $0.baseAddress!.assumingMemoryBound(to: CChar.self), $0.count) }
+        }
+        guard n >= 0 else { throw fail("read the symlink", target) }
+        do {
+            try MemberPath.checkSymlinkTarget(Array(buffer[..<n]), linkDirectoryDepth: path.components.count - 1)
+        } catch {
+            throw .refused(
+                "is a hard link to the symlink \(TarName.display(target.joined)), whose target would leave the destination from this name (\(error.reason))")
+        }
     }
 
     /// The end of a regular file: mode (if creation could not give it), mtime, close.
@@ -233,7 +267,7 @@ final class SafeExtractor {
     private func remove(_ leaf: [UInt8], in parent: Int32, path: MemberPath) throws(ExtractError) {
         let isDirectory = Self.fileType(leaf, in: parent) == S_IFDIR
         if Self.withCString(leaf, { unlinkat(parent, $0, isDirectory ? AT_REMOVEDIR : 0) }) == 0 {
-            if isDirectory { dropCache() }
+            if isDirectory { retireCache() }  // the caller still uses `parent`
             return
         }
         if errno == ENOTEMPTY || errno == EEXIST { throw .refused("would replace a directory that is not empty") }

@@ -188,8 +188,6 @@ struct TarReader {
             }
             entry.mtime = parsed
         }
-        // v7 and old GNU archives mark directories only by the trailing slash.
-        if entry.kind == .regular, header.typeflag == 0, entry.path.last == UInt8(ascii: "/") { entry.kind = .directory }
         if !state.pax.isEmpty { state.pax.removeAll() }
         state.longName = nil
         state.longLink = nil
@@ -201,6 +199,10 @@ struct TarReader {
         case .regular, .skipped: dataSize = entry.size
         default: dataSize = 0
         }
+        // v7, old GNU and BSD writers (and Python's tarfile) mark directories by the trailing
+        // slash alone, whatever regular type they give: GNU tar and bsdtar extract a directory.
+        // Any data it claims is still skipped by its size.
+        if entry.kind == .regular, entry.path.last == UInt8(ascii: "/") { entry.kind = .directory }
         entry.size = dataSize
         try handler.tarEntry(entry)
         state.padding = Self.padding(after: dataSize)

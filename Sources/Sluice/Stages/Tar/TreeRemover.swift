@@ -6,7 +6,11 @@ import Glibc
 /// a symlink inside is removed, never followed, and the walk holds one descriptor per
 /// level (climbing back with `..`, which from a real directory is its real parent),
 /// so depth does not run out of descriptors. A symlink or file at the top is unlinked.
+/// Names stay raw bytes (NUL-terminated): an archive's names need not be UTF-8, and a
+/// name repaired into a String would name nothing there.
 enum TreeRemover {
+    private typealias Name = [CChar]
+
     static func remove(_ path: String) {
         var st = stat()
         guard lstat(path, &st) == 0 else { return }
@@ -24,8 +28,8 @@ enum TreeRemover {
     private static func empty(_ top: Int32) {
         // Per level: the descriptor and the subdirectories still to visit.
         var fd = top
-        var pending: [[String]] = []
-        var names: [String] = []  // the path from top to fd
+        var pending: [[Name]] = []
+        var names: [Name] = []  // the path from top to fd
         var subdirectories = clearFiles(fd)
         while true {
             if let next = subdirectories.popLast() {
@@ -54,18 +58,20 @@ enum TreeRemover {
     }
 
     /// Unlinks every non-directory in `fd`; returns the names of its subdirectories.
-    private static func clearFiles(_ fd: Int32) -> [String] {
+    private static func clearFiles(_ fd: Int32) -> [Name] {
         // A directory we made read-only at the end must be writable again to be emptied.
         fchmod(fd, 0o700)
         let listing = dup(fd)
         guard listing >= 0, let dir = fdopendir(listing) else { return [] }
         defer { closedir(dir) }
-        var subdirectories: [String] = []
+        var subdirectories: [Name] = []
         while let entry = readdir(dir) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
+            let name: Name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                let bytes = raw.bindMemory(to: CChar.self)
+                let end = bytes.firstIndex(of: 0) ?? bytes.count
+                return Array(bytes[..<end]) + [0]
             }
-            if name == "." || name == ".." { continue }
+            if name == [46, 0] || name == [46, 46, 0] { continue }  // . and ..
             var st = stat()
             guard fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 else { continue }
             if (st.st_mode & S_IFMT) == S_IFDIR {
