@@ -34,6 +34,9 @@ public struct XzState: StageStateValue {
     public var queued: [XzRawBlock]?
     /// In `blockBody`: the block being gathered, its bytes so far.
     public var gathering: XzRawBlock?
+    /// Output of the current stream's blocks handed on so far. With `blocks` (which counts
+    /// queued blocks too) it anchors the queue: a queue that lost a block does not add up.
+    public var streamOutput: UInt64?
 
     public var position: StagePosition { StagePosition(input: inputOffset, output: outputOffset) }
 }
