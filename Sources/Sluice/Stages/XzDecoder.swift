@@ -504,9 +504,10 @@ public final class XzDecoder: ForwardingSink {
     /// output handed on plus theirs must make up what its blocks so far declare, or a queue
     /// that lost its oldest blocks would resume into output without them.
     private func checkQueueAnchor(_ s: XzState, _ jobs: [XzBlockJob]) throws {
-        streamOutput = s.streamOutput ?? 0
-        guard [.blockStart, .blockHeader, .blockBody].contains(phase), !jobs.isEmpty || s.streamOutput != nil else { return }
-        guard let handedOn = s.streamOutput else { throw XzStateError("queued blocks without the stream's output so far") }
+        // Without it a state whose queue was removed would look like one that had none.
+        guard let handedOn = s.streamOutput else { throw XzStateError("the stream's output so far is missing") }
+        streamOutput = handedOn
+        guard [.blockStart, .blockHeader, .blockBody].contains(phase) else { return }
         let queuedOutput = jobs.reduce(UInt64(0)) { $0 &+ ($1.header.uncompressedSize ?? 0) }
         guard handedOn &+ queuedOutput == blocks.uncompressedTotal else {
             throw XzStateError("the queued blocks and the output handed on do not add up to the stream's blocks")
