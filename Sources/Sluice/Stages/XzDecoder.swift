@@ -21,6 +21,8 @@ public final class XzDecoder: ForwardingSink {
     private var phase: XzState.Phase = .streamHeader
     private var inputOffset: UInt64 = 0
     private var outputOffset: UInt64 = 0
+    /// Output of the current stream's blocks handed on (checks a restored queue).
+    private var streamOutput: UInt64 = 0
     /// The unit being gathered, with slack the LZMA decoder may read past a chunk's end.
     private let pending: UnsafeMutableRawBufferPointer
     private var pendingCount = 0
@@ -253,6 +255,7 @@ public final class XzDecoder: ForwardingSink {
         checkKind = try XzCheck.Kind(streamFlag: unit[7])
         streamFlags = unit[7]
         blocks = XzRecordSummary()
+        streamOutput = 0
         phase = .blockStart
     }
 
@@ -285,6 +288,7 @@ public final class XzDecoder: ForwardingSink {
         }
         block.check.update(bytes)
         outputOffset &+= UInt64(bytes.count)
+        streamOutput &+= UInt64(bytes.count)
         try next.write(bytes)
     }
 
@@ -318,6 +322,7 @@ public final class XzDecoder: ForwardingSink {
         if let failure = job.failure { throw failure }
         guard let output = job.output, !output.isEmpty else { return }
         outputOffset &+= UInt64(output.count)
+        streamOutput &+= UInt64(output.count)
         try next.write(UnsafeRawBufferPointer(output))
     }
 
@@ -402,7 +407,8 @@ public final class XzDecoder: ForwardingSink {
                     header: b.headerBytes, compressedSize: b.compressedSize, uncompressedSize: b.uncompressedSize,
                     check: b.check.snapshot(), lzma: b.lzma2.snapshot(), filters: b.filters.snapshot())
             },
-            queued: queued.isEmpty ? nil : queued, gathering: gathering.map { XzRawBlock(offset: $0.offset, bytes: $0.bytes) })
+            queued: queued.isEmpty ? nil : queued, gathering: gathering.map { XzRawBlock(offset: $0.offset, bytes: $0.bytes) },
+            streamOutput: streamOutput)
     }
 
     private func restore(_ s: XzState) throws {
@@ -490,7 +496,22 @@ public final class XzDecoder: ForwardingSink {
             end = next
         }
         guard end == stands else { throw XzStateError("the queued blocks do not end where the input stands") }
+        try checkQueueAnchor(s, jobs)
         for job in jobs { try pool.submit(job) }
+    }
+
+    /// The chain above shows only that the queued blocks follow each other: the stream's
+    /// output handed on plus theirs must make up what its blocks so far declare, or a queue
+    /// that lost its oldest blocks would resume into output without them.
+    private func checkQueueAnchor(_ s: XzState, _ jobs: [XzBlockJob]) throws {
+        // Without it a state whose queue was removed would look like one that had none.
+        guard let handedOn = s.streamOutput else { throw XzStateError("the stream's output so far is missing") }
+        streamOutput = handedOn
+        guard [.blockStart, .blockHeader, .blockBody].contains(phase) else { return }
+        let queuedOutput = jobs.reduce(UInt64(0)) { $0 &+ ($1.header.uncompressedSize ?? 0) }
+        guard handedOn &+ queuedOutput == blocks.uncompressedTotal else {
+            throw XzStateError("the queued blocks and the output handed on do not add up to the stream's blocks")
+        }
     }
 
     private func restoredJob(_ saved: XzRawBlock, whole: Bool, number: UInt64) throws -> XzBlockJob {

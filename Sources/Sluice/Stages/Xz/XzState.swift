@@ -7,7 +7,7 @@ import Foundation
 public struct XzState: StageStateValue {
     public static let stage = "unxz"
     /// Bumped when the meaning of a field changes; other versions are refused.
-    public static let currentVersion = 1
+    public static let currentVersion = 2
 
     public enum Phase: String, Codable, Sendable, CaseIterable {
         case streamHeader, blockStart, blockHeader, chunk, blockPadding, check, index, streamFooter, streamPadding
@@ -34,6 +34,10 @@ public struct XzState: StageStateValue {
     public var queued: [XzRawBlock]?
     /// In `blockBody`: the block being gathered, its bytes so far.
     public var gathering: XzRawBlock?
+    /// Output of the current stream's blocks handed on so far. With `blocks` (which counts
+    /// queued blocks too) it anchors the queue: a queue that lost a block does not add up.
+    /// Required since version 2 (optional only so that its absence gets a clear refusal).
+    public var streamOutput: UInt64?
 
     public var position: StagePosition { StagePosition(input: inputOffset, output: outputOffset) }
 }
