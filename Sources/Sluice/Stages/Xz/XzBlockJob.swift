@@ -7,6 +7,11 @@ import Foundation
 final class XzBlockJob: @unchecked Sendable {
     /// Blocks larger than this (either size) are decoded sequentially, so memory stays bounded.
     static let largestBlock: UInt64 = 64 << 20
+    /// Nor are blocks with more compressed bytes than this: a cut stores the queued blocks'
+    /// raw bytes, and 64 MiB blocks of barely compressible data made every checkpoint carry
+    /// ~100 MB (a run 1.9x slower). Such blocks are mostly stored LZMA2 chunks, which
+    /// decode at copying speed on one core anyway.
+    static let largestCompressedBlock: UInt64 = 16 << 20
 
     /// Input offset of the block header.
     let offset: UInt64
@@ -30,7 +35,7 @@ final class XzBlockJob: @unchecked Sendable {
     /// Whether a header qualifies: both sizes declared, neither too large.
     static func qualifies(_ header: XzBlockHeader) -> Bool {
         guard let compressed = header.compressedSize, let uncompressed = header.uncompressedSize else { return false }
-        return compressed <= largestBlock && uncompressed <= largestBlock
+        return compressed <= largestCompressedBlock && uncompressed <= largestBlock
     }
 
     /// `headerBytes`: the whole block header, which `header` parses and must qualify.
