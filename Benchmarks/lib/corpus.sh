@@ -41,9 +41,12 @@ build_mixed_zst19() { mixed "$1" "$2" | zstd -19 -T2 -q -c; }
 corpus mixed-zst3 1 .zst "mixed data" "zstd -3 (default level), one frame"
 build_mixed_zst3() { mixed "$1" "$2" | zstd -3 -T2 -q -c; }
 
-# Examples of the next ones (uncomment with the rows that use them):
-# corpus mixed-xz 1 .xz "mixed data" "xz -6, one block"
-# build_mixed_xz() { mixed "$1" "$2" | xz -6 -T1 -c; }
+# xz: one block (what xz -T1 writes), and the multi-block files xz -T2 and Debian ship
+# (24 MiB blocks at -6, both sizes in every block header: decoded in parallel).
+corpus mixed-xz 1 .xz "mixed data" "xz -6 -T1, one block"
+build_mixed_xz() { mixed "$1" "$2" | xz -6 -T1 -c; }
+corpus mixed-xzmt 1 .xz "mixed data" "xz -6 -T2, 24 MiB blocks"
+build_mixed_xzmt() { mixed "$1" "$2" | xz -6 -T2 -c; }
 
 # ---------------------------------------------------------------------------------------
 log() { printf '[bench] %s\n' "$*" >&2; }
