@@ -207,7 +207,9 @@ public final class XzDecoder: ForwardingSink {
             return
         case .blockHeader:
             let header = try XzBlockHeader(unit, memoryLimit: memoryLimit)
-            if decoders > 1 && XzBlockJob.qualifies(header) {
+            // memlimit also bounds the parallel path: up to `decoders` blocks' output is held.
+            let heldFits = header.uncompressedSize.map { $0 <= memoryLimit / UInt64(decoders) } ?? false
+            if decoders > 1 && XzBlockJob.qualifies(header) && heldFits {
                 gathering = XzBlockJob(
                     offset: unitStart, headerBytes: unit, header: header, checkKind: checkKind,
                     blockNumber: blocks.count &+ 1, streamNumber: streamsDone &+ 1)
