@@ -1,13 +1,12 @@
 import Dispatch
 
 /// The first sink of every pipeline, written to by the source: counts source bytes,
-/// stops the run when asked, and injects a checkpoint barrier every `interval` bytes
+/// stops the run when asked, and injects a checkpoint barrier every `pacing.base` bytes
 /// (stretched by `CheckpointPacing` when the last checkpoint carried a large window).
 final class PipelineHead: ByteSink {
     private let next: ByteSink
     private let source: ByteSource
     private let control: RunControl
-    private let interval: UInt64
     private let pacing: CheckpointPacing
     /// The appendix size of the last stored checkpoint (the checkpoint writer's).
     private let stateBytes: @Sendable () -> UInt64
@@ -29,7 +28,6 @@ final class PipelineHead: ByteSink {
         self.source = source
         self.next = next
         self.offset = startOffset
-        self.interval = pacing.base
         self.pacing = pacing
         self.stateBytes = stateBytes
         self.control = control
@@ -48,7 +46,7 @@ final class PipelineHead: ByteSink {
         sinceBarrier &+= UInt64(bytes.count)
         // Past the user's interval, ask how far this run's windows stretch it (a lock, so
         // only then).
-        if interval > 0 && sinceBarrier >= interval && sinceBarrier >= pacing.interval(stateBytes: stateBytes()) {
+        if pacing.base > 0 && sinceBarrier >= pacing.base && sinceBarrier >= pacing.interval(stateBytes: stateBytes()) {
             try injectBarrier()
         }
         let now = DispatchTime.now().uptimeNanoseconds
