@@ -21,7 +21,7 @@ final class XzBlockJob: @unchecked Sendable {
     let blockNumber: UInt64
     let streamNumber: UInt64
     /// The block's bytes, then CXZ_INPUT_SLACK bytes the LZMA decoder may read past them.
-    private let raw: UnsafeMutableRawBufferPointer
+    let raw: UnsafeMutableRawBufferPointer
     /// Bytes of the block: header, compressed data, padding, check.
     let count: Int
     /// Bytes gathered so far (the stage's thread only, until the job is queued).
@@ -69,6 +69,14 @@ final class XzBlockJob: @unchecked Sendable {
         if take > 0 { (raw.baseAddress! + gathered).copyMemory(from: input.baseAddress!, byteCount: take) }
         gathered += take
         return take
+    }
+
+    /// Passes over `count` bytes that are not there (zeros in their place): a restored head
+    /// block keeps only the bytes it has not decoded yet.
+    func skip(_ count: Int) {
+        let take = min(self.count - gathered, max(count, 0))
+        UnsafeMutableRawBufferPointer(rebasing: raw[gathered..<(gathered + take)]).initializeMemory(as: UInt8.self, repeating: 0)
+        gathered += take
     }
 
     /// The bytes gathered so far, for a checkpoint.
