@@ -118,7 +118,9 @@ final class XzParallelTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(cuts, 200)
         XCTAssertGreaterThan(queuedCuts, 20, "cuts with blocks queued")
         XCTAssertGreaterThan(gatheringCuts, 20, "cuts inside a gathered block")
-        XCTAssertGreaterThan(headCuts, 20, "cuts inside the streaming head block")
+        // About half the time a new head waits at its start while the block after it is
+        // gathered for the worker, so fewer cuts land inside it.
+        XCTAssertGreaterThan(headCuts, 10, "cuts inside the streaming head block")
         XCTAssertGreaterThan(headAndAheadCuts, 20, "cuts while the head streams and a worker has the next block")
     }
 

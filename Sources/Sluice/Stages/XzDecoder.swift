@@ -373,6 +373,7 @@ public final class XzDecoder: ForwardingSink {
         outputOffset &+= UInt64(output.count)
         streamOutput &+= UInt64(output.count)
         try next.write(UnsafeRawBufferPointer(output))
+        job.dropOutput()
     }
 
     private func endBlock(storedCheck: UnsafeRawBufferPointer) throws {

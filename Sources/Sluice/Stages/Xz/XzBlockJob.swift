@@ -80,7 +80,18 @@ final class XzBlockJob: @unchecked Sendable {
     }
 
     /// The bytes gathered so far, for a checkpoint.
-    var bytes: XzRawBytes { XzRawBytes(UnsafeRawBufferPointer(rebasing: raw[0..<gathered])) }
+    /// Not a copy: bytes once gathered never change (decoding only reads them), so the
+    /// checkpoint refers to them and keeps the job's buffer alive until it is written.
+    var bytes: XzRawBytes {
+        guard gathered > 0, let base = raw.baseAddress else { return XzRawBytes() }
+        return XzRawBytes(bytesNoCopy: base, count: gathered, deallocator: .custom { [self] _, _ in withExtendedLifetime(self) {} })
+    }
+
+    /// Frees the output once it has been handed on (a checkpoint may still hold the job).
+    func dropOutput() {
+        free(output?.baseAddress)
+        output = nil
+    }
 
     /// What the index records of this block, from its declared sizes (decoding checks them).
     var unpaddedSize: UInt64 { UInt64(header.size) &+ (header.compressedSize ?? 0) &+ UInt64(checkKind.size) }

@@ -7,8 +7,8 @@ import Foundation
 /// the model, the window, the filters, the running check — so a cut inside it loses no
 /// decoding, and only the window (not the block's output) is held.
 final class XzHeadBlock {
-    /// The block's gathered bytes, header through check.
-    let job: XzBlockJob
+    /// The block's gathered bytes, header through check (a var only for the uniqueness check).
+    private(set) var job: XzBlockJob
     private let lzma2: Lzma2Decoder
     private let filters: XzFilterChain
     private var check: XzCheck
@@ -55,9 +55,10 @@ final class XzHeadBlock {
     /// Gives the pages of bytes already decoded back to the system, a megabyte at a time:
     /// the head's bytes then shrink as the block after it is gathered, so the two hold
     /// about one block's compressed bytes between them. (The header, in the first page,
-    /// stays for snapshots.)
+    /// stays for snapshots.) Not while a checkpoint not yet written still refers to the
+    /// job's bytes (taken while it was being gathered, see `XzBlockJob.bytes`).
     private func releaseDecoded() {
-        guard let base = job.raw.baseAddress, position - released >= 1 << 20 else { return }
+        guard position - released >= 1 << 20, isKnownUniquelyReferenced(&job), let base = job.raw.baseAddress else { return }
         let page = Int(sysconf(Int32(_SC_PAGESIZE)))
         let start = (Int(bitPattern: base) + released + page - 1) / page * page
         let end = (Int(bitPattern: base) + position) / page * page
