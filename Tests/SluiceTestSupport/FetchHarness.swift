@@ -68,6 +68,15 @@ final class FetchEventLog: @unchecked Sendable {
         if case .retry = event { onRetry?() }
     }
 
+    /// Every connection count the run announced, in order.
+    var connections: [Int] {
+        lock.withLock { events.compactMap { if case .connections(let n) = $0 { return n } else { return nil } } }
+    }
+
+    var notices: [String] {
+        lock.withLock { events.compactMap { if case .notice(let text) = $0 { return text } else { return nil } } }
+    }
+
     var retries: [(attempt: Int, delay: Double, reason: String)] {
         lock.withLock {
             events.compactMap {
