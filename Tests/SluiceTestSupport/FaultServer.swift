@@ -84,18 +84,6 @@ final class FaultServer: Sendable {
         var etag: String? = nil
         /// Throttle this connection to about this rate.
         var bytesPerSecond: Int? = nil
-
-        init(
-            dropAfterBodyBytes: Int? = nil, stallAfterBodyBytes: Int? = nil, status: Int? = nil,
-            ignoreRange: Bool = false, etag: String? = nil, bytesPerSecond: Int? = nil
-        ) {
-            self.dropAfterBodyBytes = dropAfterBodyBytes
-            self.stallAfterBodyBytes = stallAfterBodyBytes
-            self.status = status
-            self.ignoreRange = ignoreRange
-            self.etag = etag
-            self.bytesPerSecond = bytesPerSecond
-        }
     }
 
     struct Request: Sendable {
