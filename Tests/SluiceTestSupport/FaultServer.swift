@@ -101,12 +101,16 @@ final class FaultServer: Sendable {
         var description: String { "FaultServer: \(call) failed: \(String(cString: strerror(code)))" }
     }
 
+    /// The validators the resource has unless `init` is given others.
+    static let defaultETag = "\"v1\""
+    static let defaultLastModified = "Wed, 01 Jan 2025 00:00:00 GMT"
+
     private let core: Core
     let port: UInt16
 
     init(
-        body: [UInt8], etag: String = "\"v1\"",
-        lastModified: String = "Wed, 01 Jan 2025 00:00:00 GMT", fault: Fault = Fault()
+        body: [UInt8], etag: String = FaultServer.defaultETag,
+        lastModified: String = FaultServer.defaultLastModified, fault: Fault = Fault()
     ) throws {
         let (fd, port) = try Self.openListener()
         self.port = port
@@ -775,7 +779,7 @@ extension FaultServer {
 ///     }
 @discardableResult
 func withFaultServer<T>(
-    body: [UInt8], etag: String = "\"v1\"", lastModified: String = "Wed, 01 Jan 2025 00:00:00 GMT",
+    body: [UInt8], etag: String = FaultServer.defaultETag, lastModified: String = FaultServer.defaultLastModified,
     fault configure: (inout FaultServer.Fault) -> Void = { _ in },
     _ test: (FaultServer) throws -> T
 ) throws -> T {

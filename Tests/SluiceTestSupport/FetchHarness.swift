@@ -86,3 +86,11 @@ final class FetchEventLog: @unchecked Sendable {
         }
     }
 }
+
+/// A fetch checkpoint of a FaultServer's resource with its default validators, from `url`,
+/// `offset` of its `totalLength` bytes in.
+func faultServerCheckpoint(_ url: String, offset: UInt64, totalLength: Int) -> SourceState {
+    SourceState(
+        kind: "fetch", location: url, offset: offset, etag: FaultServer.defaultETag,
+        lastModified: FaultServer.defaultLastModified, totalLength: UInt64(totalLength))
+}

@@ -337,9 +337,7 @@ final class HostileServerTests: XCTestCase {
     private static func options() -> HTTPOptions { FetchRun.options() }
 
     private static func checkpoint(_ url: String, offset: UInt64) -> SourceState {
-        SourceState(
-            kind: "fetch", location: url, offset: offset, etag: "\"v1\"",
-            lastModified: "Wed, 01 Jan 2025 00:00:00 GMT", totalLength: UInt64(size))
+        faultServerCheckpoint(url, offset: offset, totalLength: size)
     }
 
     private func fetch(

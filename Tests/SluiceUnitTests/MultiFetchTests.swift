@@ -99,7 +99,7 @@ final class MultiFetchTests: XCTestCase {
         let server = try FaultServer(body: Self.body)
         defer { server.stop() }
         let offset = 300_000
-        let run = try FetchRun.run(server.url(), options: Self.options(connections: 4), resumeFrom: Self.saved(at: offset, from: server))
+        let run = try FetchRun.run(server.url(), options: Self.options(connections: 4), resumeFrom: Self.checkpoint(server.url(), offset: offset))
         XCTAssertNil(run.error)
         XCTAssertEqual(run.bytes, Array(Self.body[offset...]))
         XCTAssertEqual(server.requests.first?.headers["range"], "bytes=\(offset)-")
@@ -111,7 +111,7 @@ final class MultiFetchTests: XCTestCase {
         let server = try FaultServer(body: Self.body, fault: .init(ignoreRange: true))
         defer { server.stop() }
         // Resuming: the server answers the range with 200; validators confirm, so it is skipped.
-        let run = try FetchRun.run(server.url(), options: Self.options(connections: 4), resumeFrom: Self.saved(at: 1_000, from: server))
+        let run = try FetchRun.run(server.url(), options: Self.options(connections: 4), resumeFrom: Self.checkpoint(server.url(), offset: 1_000))
         XCTAssertNil(run.error)
         XCTAssertEqual(run.bytes, Array(Self.body[1_000...]))
         XCTAssertEqual(server.requests.count, 1)
@@ -266,11 +266,8 @@ final class MultiFetchTests: XCTestCase {
         return options
     }
 
-    /// A checkpoint of this body from `server`, `offset` bytes in.
-    private static func saved(at offset: Int, from server: FaultServer) -> SourceState {
-        SourceState(
-            kind: "fetch", location: server.url(), offset: UInt64(offset), etag: "\"v1\"",
-            lastModified: "Wed, 01 Jan 2025 00:00:00 GMT", totalLength: UInt64(size))
+    private static func checkpoint(_ url: String, offset: Int) -> SourceState {
+        faultServerCheckpoint(url, offset: UInt64(offset), totalLength: size)
     }
 
     /// Fetches the body from a FaultServer that misbehaves as `fault` says: the run, and every
