@@ -297,13 +297,8 @@ extension FaultServer {
                 close(listenFD)
             }
             while !isStopped {
-                var pfd = pollfd(fd: listenFD, events: Int16(POLLIN), revents: 0)
-                let ready = poll(&pfd, 1, 100)
-                if ready == 0 { continue }
-                if ready < 0 {
-                    if errno == EINTR { continue }
-                    return
-                }
+                guard let ready = Self.readable(listenFD) else { return }
+                if !ready { continue }
                 let fd = accept(listenFD, nil, nil)
                 if fd < 0 {
                     if isStopped { return }
@@ -382,13 +377,8 @@ extension FaultServer {
                 if buffer.count >= Self.maxHeadBytes { return .tooLarge }
                 scanFrom = max(0, buffer.count - 3)
                 if isStopped || Date() >= deadline { return .gone }
-                var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-                let ready = poll(&pfd, 1, 100)
-                if ready == 0 { continue }
-                if ready < 0 {
-                    if errno == EINTR { continue }
-                    return .gone
-                }
+                guard let ready = Self.readable(fd) else { return .gone }
+                if !ready { continue }
                 let count = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
                 if count == 0 { return .gone }
                 if count < 0 {
@@ -740,6 +730,15 @@ extension FaultServer {
             }
         }
 
+        /// Whether `fd` has input (or an end) within 100 ms, so that a waiting loop sees a stop
+        /// soon: false when not yet (or interrupted), nil when `poll` failed.
+        private static func readable(_ fd: Int32) -> Bool? {
+            var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&pfd, 1, 100)
+            if ready < 0 { return errno == EINTR ? false : nil }
+            return ready > 0
+        }
+
         /// Sleeps in short slices until `date`; false if the server stopped meanwhile.
         private func pause(until date: Date) -> Bool {
             while true {
@@ -756,13 +755,8 @@ extension FaultServer {
             let deadline = Date().addingTimeInterval(seconds)
             var scratch = [UInt8](repeating: 0, count: 4096)
             while !isStopped && Date() < deadline {
-                var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-                let ready = poll(&pfd, 1, 100)
-                if ready == 0 { continue }
-                if ready < 0 {
-                    if errno == EINTR { continue }
-                    return
-                }
+                guard let ready = Self.readable(fd) else { return }
+                if !ready { continue }
                 let count = scratch.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
                 if count == 0 { return }
                 if count < 0 && errno != EINTR && errno != EAGAIN { return }
