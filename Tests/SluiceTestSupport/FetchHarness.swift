@@ -94,3 +94,15 @@ func faultServerCheckpoint(_ url: String, offset: UInt64, totalLength: Int) -> S
         kind: "fetch", location: url, offset: offset, etag: FaultServer.defaultETag,
         lastModified: FaultServer.defaultLastModified, totalLength: UInt64(totalLength))
 }
+
+/// Runs `fetch URL connections=N | file OUTPUT` through `Pipeline.run`: the error it ended
+/// with, nil when it succeeded.
+func fetchPipelineError(_ url: String, connections: Int, options: PipelineOptions, output: String) throws -> SluiceError? {
+    let pipeline = try Pipeline("fetch \(url) connections=\(connections) | file \(output)", options: options)
+    do {
+        _ = try pipeline.run()
+        return nil
+    } catch {
+        return error
+    }
+}
