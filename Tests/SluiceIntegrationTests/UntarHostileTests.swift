@@ -150,6 +150,8 @@ final class UntarHostileTests: XCTestCase {
             ("d('d'); sym('s', 'd'); reg('s/f')", "'s/f'", "written through 's'"),
             ("sparse_gnu('holes')", "'holes'", "sparse"),
             ("hard('h', 'later')", "'h'", "has not been extracted"),
+            ("hard('h', 'h')", "'h'", "has not been extracted"),
+            ("d('x'); hard('x/h', './x/h')", "'x/h'", "has not been extracted"),
         ]
         for (index, (body, member, rule)) in cases.enumerated() {
             try makeArchive(body, at: dir + "/\(index).tar", absolute: dir)
@@ -171,7 +173,7 @@ final class UntarHostileTests: XCTestCase {
             i = info('fifo', tarfile.FIFOTYPE); t.addfile(i)
             i = info('dev', tarfile.CHRTYPE); i.devmajor = 1; i.devminor = 3; t.addfile(i)
             i = info('suid', tarfile.REGTYPE); i.mode = 0o7777; i.size = 1; t.addfile(i, io.BytesIO(b'x'))
-            d('./'); reg('dup', data=b'one'); hard('h', 'dup'); reg('dup', data=b'two, longer')
+            d('./'); reg('dup', data=b'one'); hard('h', 'dup'); hard('h', 'h'); reg('dup', data=b'two, longer')
             """
         try makeArchive(body, at: dir + "/a.tar", absolute: dir)
         let result = try SluiceBinary.run(["read \(dir)/a.tar | untar \(dir)/out"])
