@@ -192,9 +192,16 @@ int cxz_lzma_decode(cxz_lzma *m, cxz_window *w, const uint8_t *in, size_t in_siz
         if (len > (size_t)(oend - out)) { err = CXZ_ERR_OVERRUN; break; }
         const uint8_t *src = out - (ptrdiff_t)rep0 - 1;
         uint8_t *const stop = out + len;
-        if (rep0 >= 7) {
-            // Eight bytes at a time: each read lies wholly before the bytes being written.
+        if (rep0 >= 15) {
+            // Sixteen bytes at a time: each read lies wholly before the bytes being written;
+            // the last step may run up to 15 bytes past the match, into CXZ_OUTPUT_SLACK.
+            do { memcpy(out, src, 16); out += 16; src += 16; } while (out < stop);
+            out = stop;
+        } else if (rep0 >= 7) {
             do { memcpy(out, src, 8); out += 8; src += 8; } while (out < stop);
+            out = stop;
+        } else if (rep0 == 0) {
+            memset(out, out[-1], len);  // a run of one byte, common in binaries' padding
             out = stop;
         } else {
             do { *out++ = *src++; } while (out < stop);
