@@ -52,8 +52,8 @@ void cxz_lzma_reset(cxz_lzma *m) {
 // Bit tree of n bits, most significant first; result in 0..<2^n.
 #define TREE(base, n, out) do { \
         uint16_t *const t_ = (base); \
-        uint32_t s_ = 1, b_; \
-        for (int i_ = 0; i_ < (n); i_++) { BIT(&t_[s_], b_); s_ = (s_ << 1) | b_; } \
+        uint32_t s_ = 1; \
+        for (int i_ = 0; i_ < (n); i_++) LIT_BIT(&t_[s_], s_); \
         out = s_ - (1u << (n)); \
     } while (0)
 
@@ -61,7 +61,7 @@ void cxz_lzma_reset(cxz_lzma *m) {
 #define REVERSE_TREE(base, n, out) do { \
         uint16_t *const t_ = (base); \
         uint32_t s_ = 1, b_; \
-        for (int i_ = 0; i_ < (n); i_++) { BIT(&t_[s_], b_); s_ = (s_ << 1) | b_; out |= b_ << i_; } \
+        for (int i_ = 0; i_ < (n); i_++) { LIT_BIT(&t_[s_], s_); b_ = s_ & 1; out |= b_ << i_; } \
     } while (0)
 
 #define LENGTH(coder, pos_state, out) do { \
