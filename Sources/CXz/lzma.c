@@ -20,6 +20,14 @@ void cxz_lzma_reset(cxz_lzma *m) {
 #define NORMALIZE \
     if (range < TOP) { range <<= 8; code = (code << 8) | *ip++; }
 
+// NORMALIZE without a branch: it reads the next byte (inside the input slack) either way.
+#define NORMALIZE_NB { \
+        const uint32_t n_ = range < TOP; \
+        const uint32_t next_ = (code << 8) | *ip; \
+        range = UNPREDICTABLE(n_) ? range << 8 : range; \
+        code = n_ ? next_ : code; \
+        ip += n_; }
+
 #define BIT(p, bit) do { \
         uint32_t prob_ = *(p); \
         uint32_t bound_ = (range >> PROB_BITS) * prob_; \
@@ -46,7 +54,7 @@ void cxz_lzma_reset(cxz_lzma *m) {
         range = UNPREDICTABLE(one_) ? range - bound_ : bound_; \
         *(p) = (uint16_t)(prob_ - (uint32_t)((int32_t)(prob_ - (~m_ & (PROB_ONE - 31))) >> MOVE_BITS)); \
         sym = (sym << 1) + one_; \
-        NORMALIZE \
+        NORMALIZE_NB \
     } while (0)
 
 // Bit tree of n bits, most significant first; result in 0..<2^n.
