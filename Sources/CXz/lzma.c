@@ -20,6 +20,14 @@ void cxz_lzma_reset(cxz_lzma *m) {
 #define NORMALIZE \
     if (range < TOP) { range <<= 8; code = (code << 8) | *ip++; }
 
+// NORMALIZE without a branch: it reads the next byte (inside the input slack) either way.
+#define NORMALIZE_NB { \
+        const uint32_t n_ = range < TOP; \
+        const uint32_t next_ = (code << 8) | *ip; \
+        range = UNPREDICTABLE(n_) ? range << 8 : range; \
+        code = n_ ? next_ : code; \
+        ip += n_; }
+
 #define BIT(p, bit) do { \
         uint32_t prob_ = *(p); \
         uint32_t bound_ = (range >> PROB_BITS) * prob_; \
@@ -28,11 +36,32 @@ void cxz_lzma_reset(cxz_lzma *m) {
         NORMALIZE \
     } while (0)
 
+#if defined(__clang__)
+#define UNPREDICTABLE(x) __builtin_unpredictable(x)
+#else
+#define UNPREDICTABLE(x) (x)
+#endif
+
+// A literal's bit without a branch on its value: literal bits are close to random, so a
+// mispredicted branch costs more than computing both outcomes. The update is BIT's: for a 0,
+// prob + ((2048 - prob) >> 5) equals prob - ((prob - 2017) >> 5) with an arithmetic shift.
+#define LIT_BIT(p, sym) do { \
+        uint32_t prob_ = *(p); \
+        uint32_t bound_ = (range >> PROB_BITS) * prob_; \
+        uint32_t one_ = code >= bound_; \
+        uint32_t m_ = 0u - one_; \
+        code -= bound_ & m_; \
+        range = UNPREDICTABLE(one_) ? range - bound_ : bound_; \
+        *(p) = (uint16_t)(prob_ - (uint32_t)((int32_t)(prob_ - (~m_ & (PROB_ONE - 31))) >> MOVE_BITS)); \
+        sym = (sym << 1) + one_; \
+        NORMALIZE_NB \
+    } while (0)
+
 // Bit tree of n bits, most significant first; result in 0..<2^n.
 #define TREE(base, n, out) do { \
         uint16_t *const t_ = (base); \
-        uint32_t s_ = 1, b_; \
-        for (int i_ = 0; i_ < (n); i_++) { BIT(&t_[s_], b_); s_ = (s_ << 1) | b_; } \
+        uint32_t s_ = 1; \
+        for (int i_ = 0; i_ < (n); i_++) LIT_BIT(&t_[s_], s_); \
         out = s_ - (1u << (n)); \
     } while (0)
 
@@ -40,7 +69,7 @@ void cxz_lzma_reset(cxz_lzma *m) {
 #define REVERSE_TREE(base, n, out) do { \
         uint16_t *const t_ = (base); \
         uint32_t s_ = 1, b_; \
-        for (int i_ = 0; i_ < (n); i_++) { BIT(&t_[s_], b_); s_ = (s_ << 1) | b_; out |= b_ << i_; } \
+        for (int i_ = 0; i_ < (n); i_++) { LIT_BIT(&t_[s_], s_); b_ = s_ & 1; out |= b_ << i_; } \
     } while (0)
 
 #define LENGTH(coder, pos_state, out) do { \
@@ -88,18 +117,19 @@ int cxz_lzma_decode(cxz_lzma *m, cxz_window *w, const uint8_t *in, size_t in_siz
             uint16_t *lit = probs + CXZ_LITERAL + 0x300 * (((pos & lp_mask) << lc) + (prev >> (8 - lc)));
             uint32_t sym = 1;
             if (state >= 7) {
+                // Matched literal: while the bits agree with the byte at rep0 they select the
+                // matched probabilities (offset 0x100 or 0x200); after the first disagreement
+                // `offs` becomes 0 and the rest are plain literal bits.
                 uint32_t match_byte = out[-(ptrdiff_t)rep0 - 1];
-                do {
-                    const uint32_t match_bit = (match_byte >> 7) & 1;
+                uint32_t offs = 0x100;
+                for (int i = 0; i < 8; i++) {
                     match_byte <<= 1;
-                    BIT(&lit[((1 + match_bit) << 8) + sym], bit);
-                    sym = (sym << 1) | bit;
-                    if (match_bit != bit) break;
-                } while (sym < 0x100);
-            }
-            while (sym < 0x100) {
-                BIT(&lit[sym], bit);
-                sym = (sym << 1) | bit;
+                    const uint32_t mbit = match_byte & offs;
+                    LIT_BIT(&lit[offs + mbit + sym], sym);
+                    offs &= mbit ^ ~(0u - (sym & 1));
+                }
+            } else {
+                for (int i = 0; i < 8; i++) LIT_BIT(&lit[sym], sym);
             }
             *out++ = (uint8_t)sym;
             state = after_literal(state);
@@ -170,9 +200,16 @@ int cxz_lzma_decode(cxz_lzma *m, cxz_window *w, const uint8_t *in, size_t in_siz
         if (len > (size_t)(oend - out)) { err = CXZ_ERR_OVERRUN; break; }
         const uint8_t *src = out - (ptrdiff_t)rep0 - 1;
         uint8_t *const stop = out + len;
-        if (rep0 >= 7) {
-            // Eight bytes at a time: each read lies wholly before the bytes being written.
+        if (rep0 >= 15) {
+            // Sixteen bytes at a time: each read lies wholly before the bytes being written;
+            // the last step may run up to 15 bytes past the match, into CXZ_OUTPUT_SLACK.
+            do { memcpy(out, src, 16); out += 16; src += 16; } while (out < stop);
+            out = stop;
+        } else if (rep0 >= 7) {
             do { memcpy(out, src, 8); out += 8; src += 8; } while (out < stop);
+            out = stop;
+        } else if (rep0 == 0) {
+            memset(out, out[-1], len);  // a run of one byte, common in binaries' padding
             out = stop;
         } else {
             do { *out++ = *src++; } while (out < stop);

@@ -1,5 +1,5 @@
 import CCrypto
-import CXz
+import CIsal
 import CZlib
 
 /// A block's integrity check as it runs over the block's output: None, CRC-32, CRC-64
@@ -48,7 +48,10 @@ struct XzCheck {
                 rest = UnsafeRawBufferPointer(rebasing: rest[n...])
             }
             crc = UInt64(value)
-        case .crc64: crc = cxz_crc64(crc, base.assumingMemoryBound(to: UInt8.self), bytes.count)
+        case .crc64:
+            // ISA-L's folding CRC-64 (the same ECMA-182 reflected CRC as xz's): several times
+            // faster than the table-driven cxz_crc64, which was 3.6% of a decode's time.
+            crc = crc64_ecma_refl(crc, base.assumingMemoryBound(to: UInt8.self), UInt64(bytes.count))
         case .sha256:
             SHA256_Update(&sha, base, bytes.count)
             length &+= UInt64(bytes.count)
