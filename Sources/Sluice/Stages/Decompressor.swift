@@ -128,6 +128,13 @@ public final class Decompressor: ForwardingSink {
         try decoder.finish()
     }
 
+    /// unzstd executes the blocks it has in flight before its state is taken.
+    public func barrier(_ cut: Cut) throws {
+        try zstd?.settle()
+        cut.record(snapshot())
+        try next.barrier(cut)
+    }
+
     public func snapshot() -> DecompressState {
         DecompressState(codec: codec, seen: Data(seen), gunzip: gzip?.snapshot(), unxz: xz?.snapshot(), unzstd: zstd?.snapshot())
     }
