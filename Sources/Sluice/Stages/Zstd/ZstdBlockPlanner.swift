@@ -50,8 +50,8 @@ final class ZstdBlockJob {
 /// Decodes blocks' entropy-coded halves (Huffman literals, FSE sequences, repeat offsets)
 /// ahead of the stage, in order, on one worker thread, while the stage executes the blocks
 /// before them into the window. Only execution needs earlier output, so a block is planned
-/// while the one before it is copied out. The stage also plans the head itself whenever it
-/// would otherwise wait for it (the worker descheduled, or no worker on one core).
+/// while the one before it is copied out. Without a worker (one core) the stage plans each
+/// block itself when it needs it.
 ///
 /// The entropy state (`blocks`) belongs to whoever plans; the stage touches it (snapshot,
 /// restore, new frame) only when no job is queued.
@@ -66,6 +66,8 @@ final class ZstdBlockPlanner: @unchecked Sendable {
     private let stopping = Atomic<Bool>(false)
     private let useWorker: Bool
     private var started = false  // the stage's thread only
+    /// Whether a worker plans (set by the stage's thread before it queues a job after it).
+    private var hasWorker = false
 
     /// Worker threads alive in the process (tests check that they all stop).
     static let liveWorkers = Atomic<Int>(0)
@@ -93,6 +95,7 @@ final class ZstdBlockPlanner: @unchecked Sendable {
             Self.liveWorkers.add(1, ordering: .relaxed)
             do {
                 try EngineThread.start("sluice.zstdplan") { [self] in work() }
+                hasWorker = true
             } catch {
                 Self.liveWorkers.subtract(1, ordering: .relaxed)
                 condition.lock()
@@ -109,7 +112,7 @@ final class ZstdBlockPlanner: @unchecked Sendable {
         condition.unlock()
     }
 
-    /// The oldest job, planned (here if nobody has started on it), taken out of the queue;
+    /// The oldest job, planned (here when there is no worker), taken out of the queue;
     /// nil when none is queued.
     func takeHead() -> ZstdBlockJob? {
         condition.lock()
@@ -119,15 +122,16 @@ final class ZstdBlockPlanner: @unchecked Sendable {
             case .planned:
                 jobs.removeFirst()
                 return head
-            case .queued:
-                // Nothing else is planning: planning is in order and the head is the oldest.
+            case .queued where !hasWorker:
+                // No worker: plan here. (With one, helping it would only stall it: planning
+                // is in order, so it could not start on the next block meanwhile.)
                 head.progress = .planning
                 condition.unlock()
                 plan(head)
                 condition.lock()
                 head.progress = .planned
                 condition.broadcast()
-            case .planning:
+            case .queued, .planning:
                 condition.wait()
             }
         }
