@@ -409,6 +409,11 @@ extension ZstdDecoder {
     static func windowLimit(_ spec: StageSpec) -> UInt64 {
         spec.option("memlimit").flatMap(UInt64.init) ?? (128 << 20)
     }
+
+    /// Whether blocks are planned on a worker thread: in a threaded pipeline on more than one core.
+    static func planAhead(_ options: PipelineOptions, cores: Int = ProcessInfo.processInfo.activeProcessorCount) -> Bool {
+        options.threaded && cores > 1
+    }
 }
 
 extension StageKind {
@@ -419,7 +424,9 @@ extension StageKind {
         // byte; CheckpointPacing spaces window checkpoints by it, so too low a figure
         // spaces them too far apart for the resume bar.
         cost: { _ in StageCost(nsPerByte: 8, expansion: 4) }, state: ZstdState.self
-    ) { spec, next, _, saved in
-        try ZstdDecoder(next: next, windowLimit: ZstdDecoder.windowLimit(spec), restoring: saved)
+    ) { spec, next, context, saved in
+        try ZstdDecoder(
+            next: next, windowLimit: ZstdDecoder.windowLimit(spec), restoring: saved,
+            planAhead: ZstdDecoder.planAhead(context.options))
     }
 }
