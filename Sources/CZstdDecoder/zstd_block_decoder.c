@@ -48,6 +48,17 @@ struct ZsdDecoder {
     uint8_t huffman_description[ZSD_MAX_HUF_DESCRIPTION];
     SeqTable tables[3];
     uint32_t rep[3];
+    char message[200];
+};
+
+/// A block decoded down to what its execution needs: its literals, and its sequences with
+/// repeat offsets resolved to real ones. Lengths are checked against the literals and the
+/// block's maximum already; only the offsets' reach depends on the output before the block.
+struct ZsdPlan {
+    size_t literal_count;
+    size_t sequence_count;
+    size_t output_size;
+    ZsdSequence sequences[ZSD_MAX_SEQUENCES];
     uint8_t literals[ZSD_BLOCK_MAX + ZSD_OUTPUT_SLACK];
     char message[200];
 };
@@ -435,8 +446,9 @@ static int huf_four_streams(ZsdDecoder *d, const uint8_t *src, size_t size, uint
 }
 
 /// Decodes the literals section; sets where the literals are and how many; returns bytes used.
-static int literals_section(ZsdDecoder *d, const uint8_t *src, size_t size, const uint8_t **literals,
-                            size_t *count, size_t *used) {
+/// The literals always land in `dst` (ZSD_BLOCK_MAX + slack bytes), raw ones too: the
+/// input buffer is reused for the next block while this one is executed.
+static int literals_section(ZsdDecoder *d, const uint8_t *src, size_t size, uint8_t *dst, size_t *count, size_t *used) {
     if (size < 1) return fail(d, "block has no literals section");
     uint32_t type = src[0] & 3;
     uint32_t format = (src[0] >> 2) & 3;
@@ -455,12 +467,11 @@ static int literals_section(ZsdDecoder *d, const uint8_t *src, size_t size, cons
         if (regenerated > ZSD_BLOCK_MAX) return fail(d, "literals section claims %zu bytes", regenerated);
         if (type == 0) {
             if (header + regenerated > size) return fail(d, "raw literals run past the block");
-            *literals = src + header;  // the input's tail padding covers the copy overrun
+            memcpy(dst, src + header, regenerated);
             *used = header + regenerated;
         } else {
             if (header + 1 > size) return fail(d, "RLE literals byte is missing");
-            memset(d->literals, src[header], regenerated);
-            *literals = d->literals;
+            memset(dst, src[header], regenerated);
             *used = header + 1;
         }
         *count = regenerated;
@@ -499,9 +510,8 @@ static int literals_section(ZsdDecoder *d, const uint8_t *src, size_t size, cons
     } else if (d->huffman_bits == 0) {
         return fail(d, "treeless literals but no Huffman table in force");
     }
-    int r = four ? huf_four_streams(d, p, rest, d->literals, regenerated) : huf_stream(d, p, rest, d->literals, regenerated);
+    int r = four ? huf_four_streams(d, p, rest, dst, regenerated) : huf_stream(d, p, rest, dst, regenerated);
     if (r != 0) return -1;
-    *literals = d->literals;
     *count = regenerated;
     *used = header + compressed;
     return 0;
@@ -545,12 +555,11 @@ static inline __attribute__((always_inline)) void match_copy(uint8_t *op, size_t
     }
 }
 
-static int sequences_section(ZsdDecoder *d, const uint8_t *src, size_t size, const uint8_t *lit, size_t lit_count,
-                             ZsdOutput *out) {
-    uint8_t *op = out->op;
-    uint8_t *const block_start = op;
-    uint8_t *const limit = out->limit;
-    const uint8_t *lit_end = lit + lit_count;
+/// Decodes the sequences section into `plan` (whose literals are decoded already), checking
+/// every length against the literals and `block_max`, and resolving repeat offsets.
+static int sequences_section(ZsdDecoder *d, const uint8_t *src, size_t size, size_t block_max, ZsdPlan *plan) {
+    size_t literals_left = plan->literal_count;
+    size_t room = block_max;
     if (size < 1) return fail(d, "sequences section is missing");
     size_t nb_seq;
     size_t header;
@@ -565,6 +574,8 @@ static int sequences_section(ZsdDecoder *d, const uint8_t *src, size_t size, con
         nb_seq = src[1] + ((size_t)src[2] << 8) + 0x7F00;
         header = 3;
     }
+    // Every sequence writes at least a 3-byte match, so more cannot fit in a block.
+    if (nb_seq > ZSD_MAX_SEQUENCES) return fail(d, "block claims %zu sequences, more than a block can hold", nb_seq);
     if (nb_seq == 0) {
         if (header != size) return fail(d, "block has bytes after an empty sequences section");
     } else {
@@ -600,126 +611,174 @@ static int sequences_section(ZsdDecoder *d, const uint8_t *src, size_t size, con
         uint32_t of_s = (uint32_t)backward_read(stream, &pos, d->tables[ZSD_OFFSETS].log);
         uint32_t ml_s = (uint32_t)backward_read(stream, &pos, d->tables[ZSD_MATCH_LENGTHS].log);
         uint32_t r0 = d->rep[0], r1 = d->rep[1], r2 = d->rep[2];
-        const uint64_t window = out->window_size;
-        const uint64_t history = out->history;
-        const uint8_t *segment_start = out->segment_start;
-        const uint8_t *previous_end = out->previous_end;
-        // Sequences are decoded LOOKAHEAD ahead of being executed, and each match's source is
-        // prefetched when it is decoded: with a window of megabytes most match sources are
-        // cache misses, and this hides them behind the work in between.
-        enum { LOOKAHEAD = 8 };
-        struct { size_t ll, ml; uint32_t offset; } queue[LOOKAHEAD];
-        uintptr_t future = (uintptr_t)op;  // where the next decoded sequence's literals will go
-        for (size_t n = 0; n < nb_seq + LOOKAHEAD; n++) {
-            // Execute sequence n - LOOKAHEAD first: its queue slot is the one decoding n refills.
-            if (n >= LOOKAHEAD) {
-                const size_t k = n - LOOKAHEAD;
-                const size_t ll = queue[k % LOOKAHEAD].ll, ml = queue[k % LOOKAHEAD].ml;
-                const uint32_t offset = queue[k % LOOKAHEAD].offset;
-                if (ll > (size_t)(lit_end - lit)) return fail(d, "sequence %zu takes more literals than the block has", k);
-                if (ll + ml > (size_t)(limit - op)) return fail(d, "sequence %zu writes past the block's maximum size", k);
-                wildcopy(op, lit, ll);
-                op += ll;
-                lit += ll;
-                uint64_t reach = history + (uint64_t)(op - block_start);
-                if (offset > reach || offset > window)
-                    return fail(d, "sequence %zu refers %u bytes back, before the start of the %s", k, offset,
-                                offset > window ? "window" : "frame");
-                size_t in_segment = (size_t)(op - segment_start);
-                if (offset <= in_segment) {
-                    match_copy(op, offset, ml);
-                    op += ml;
-                } else {
-                    // The match starts in the older segment of the ring: copy that part exactly.
-                    const uint8_t *m = previous_end - (offset - in_segment);
-                    size_t first = (size_t)(previous_end - m);
-                    if (first > ml) first = ml;
-                    memcpy(op, m, first);
-                    op += first;
-                    if (ml > first) {
-                        match_copy(op, offset, ml - first);
-                        op += ml - first;
-                    }
-                }
+        ZsdSequence *sequences = plan->sequences;
+        for (size_t n = 0; n < nb_seq; n++) {
+            if (pos < 0) return fail(d, "sequences bitstream is too short for %zu sequences", nb_seq);
+            SeqCell ll_c = ll_t[ll_s], of_c = of_t[of_s], ml_c = ml_t[ml_s];
+            // The extra bits are read offset, match length, literal length: one load serves
+            // all three unless a long offset makes them too many for one word.
+            uint32_t offset_value;
+            size_t ml, ll;
+            uint32_t extra = (uint32_t)of_c.extra + ml_c.extra + ll_c.extra;
+            if (__builtin_expect(extra <= 56, 1)) {
+                int64_t p = pos - (int64_t)extra;
+                pos = p;
+                uint64_t w = load64(stream + (p >> 3)) >> (p & 7);
+                ll = ll_c.baseline + (size_t)(w & ((1ull << ll_c.extra) - 1));
+                w >>= ll_c.extra;
+                ml = ml_c.baseline + (size_t)(w & ((1ull << ml_c.extra) - 1));
+                w >>= ml_c.extra;
+                offset_value = of_c.baseline + (uint32_t)(w & ((1ull << of_c.extra) - 1));
+            } else {
+                offset_value = of_c.baseline + (uint32_t)backward_read(stream, &pos, of_c.extra);
+                ml = ml_c.baseline + (size_t)backward_read(stream, &pos, ml_c.extra);
+                ll = ll_c.baseline + (size_t)backward_read(stream, &pos, ll_c.extra);
             }
-            if (n < nb_seq) {
-                if (pos < 0) return fail(d, "sequences bitstream is too short for %zu sequences", nb_seq);
-                SeqCell ll_c = ll_t[ll_s], of_c = of_t[of_s], ml_c = ml_t[ml_s];
-                // The extra bits are read offset, match length, literal length: one load serves
-                // all three unless a long offset makes them too many for one word.
-                uint32_t offset_value;
-                size_t ml, ll;
-                uint32_t extra = (uint32_t)of_c.extra + ml_c.extra + ll_c.extra;
-                if (__builtin_expect(extra <= 56, 1)) {
-                    int64_t p = pos - (int64_t)extra;
-                    pos = p;
-                    uint64_t w = load64(stream + (p >> 3)) >> (p & 7);
-                    ll = ll_c.baseline + (size_t)(w & ((1ull << ll_c.extra) - 1));
-                    w >>= ll_c.extra;
-                    ml = ml_c.baseline + (size_t)(w & ((1ull << ml_c.extra) - 1));
-                    w >>= ml_c.extra;
-                    offset_value = of_c.baseline + (uint32_t)(w & ((1ull << of_c.extra) - 1));
-                } else {
-                    offset_value = of_c.baseline + (uint32_t)backward_read(stream, &pos, of_c.extra);
-                    ml = ml_c.baseline + (size_t)backward_read(stream, &pos, ml_c.extra);
-                    ll = ll_c.baseline + (size_t)backward_read(stream, &pos, ll_c.extra);
-                }
-                uint32_t offset;
-                if (offset_value > 3) {
-                    offset = offset_value - 3;
+            uint32_t offset;
+            if (offset_value > 3) {
+                offset = offset_value - 3;
+                r2 = r1; r1 = r0; r0 = offset;
+            } else {
+                uint32_t index = offset_value - 1 + (ll == 0);
+                if (index == 0) offset = r0;
+                else if (index == 1) { offset = r1; r1 = r0; r0 = offset; }
+                else if (index == 2) { offset = r2; r2 = r1; r1 = r0; r0 = offset; }
+                else {
+                    offset = r0 - 1;
+                    if (offset == 0) return fail(d, "sequence %zu repeats an offset of 0", n);
                     r2 = r1; r1 = r0; r0 = offset;
-                } else {
-                    uint32_t index = offset_value - 1 + (ll == 0);
-                    if (index == 0) offset = r0;
-                    else if (index == 1) { offset = r1; r1 = r0; r0 = offset; }
-                    else if (index == 2) { offset = r2; r2 = r1; r1 = r0; r0 = offset; }
-                    else {
-                        offset = r0 - 1;
-                        if (offset == 0) return fail(d, "sequence %zu repeats an offset of 0", n);
-                        r2 = r1; r1 = r0; r0 = offset;
-                    }
                 }
-                if (n + 1 < nb_seq) {
-                    // State updates read literal length, match length, offset: at most 26 bits.
-                    int64_t p = pos - (int64_t)(ll_c.bits + ml_c.bits + of_c.bits);
-                    pos = p;
-                    uint64_t w = load64(stream + (p >> 3)) >> (p & 7);
-                    of_s = of_c.next_base + (uint32_t)(w & ((1u << of_c.bits) - 1));
-                    w >>= of_c.bits;
-                    ml_s = ml_c.next_base + (uint32_t)(w & ((1u << ml_c.bits) - 1));
-                    w >>= ml_c.bits;
-                    ll_s = ll_c.next_base + (uint32_t)(w & ((1u << ll_c.bits) - 1));
-                }
-                queue[n % LOOKAHEAD].ll = ll;
-                queue[n % LOOKAHEAD].ml = ml;
-                queue[n % LOOKAHEAD].offset = offset;
-                // Integer arithmetic: a corrupt offset may point anywhere, and a prefetch cannot fault.
-                future += ll;
-                uintptr_t in_segment = future - (uintptr_t)segment_start;
-                uintptr_t source = offset <= in_segment ? future - offset : (uintptr_t)previous_end - (offset - in_segment);
-                // Two lines: most matches of a high level are longer than one (-19 corpus: 20% less CPU).
-                __builtin_prefetch((const void *)source);
-                __builtin_prefetch((const void *)(source + 64));
-                future += ml;
             }
+            if (ll > literals_left) return fail(d, "sequence %zu takes more literals than the block has", n);
+            literals_left -= ll;
+            if (ll + ml > room) return fail(d, "sequence %zu writes past the block's maximum size", n);
+            room -= ll + ml;
+            if (n + 1 < nb_seq) {
+                // State updates read literal length, match length, offset: at most 26 bits.
+                int64_t p = pos - (int64_t)(ll_c.bits + ml_c.bits + of_c.bits);
+                pos = p;
+                uint64_t w = load64(stream + (p >> 3)) >> (p & 7);
+                of_s = of_c.next_base + (uint32_t)(w & ((1u << of_c.bits) - 1));
+                w >>= of_c.bits;
+                ml_s = ml_c.next_base + (uint32_t)(w & ((1u << ml_c.bits) - 1));
+                w >>= ml_c.bits;
+                ll_s = ll_c.next_base + (uint32_t)(w & ((1u << ll_c.bits) - 1));
+            }
+            sequences[n].literal_length = (uint32_t)ll;
+            sequences[n].match_length = (uint32_t)ml;
+            sequences[n].offset = offset;
         }
         if (pos != 0) return fail(d, "sequences bitstream has %s", pos < 0 ? "too few bits" : "bits left over");
         d->rep[0] = r0; d->rep[1] = r1; d->rep[2] = r2;
     }
-    size_t tail = (size_t)(lit_end - lit);
-    if (tail > (size_t)(limit - op)) return fail(d, "literals write past the block's maximum size");
+    if (literals_left > room) return fail(d, "literals write past the block's maximum size");
+    plan->sequence_count = nb_seq;
+    plan->output_size = block_max - room + literals_left;
+    return 0;
+}
+
+int zsd_plan_block(ZsdDecoder *d, const uint8_t *src, size_t size, size_t block_max, ZsdPlan *plan) {
+    size_t used = 0;
+    plan->literal_count = 0;
+    plan->sequence_count = 0;
+    plan->output_size = 0;
+    if (block_max > ZSD_BLOCK_MAX) return fail(d, "block maximum %zu is over %d", block_max, ZSD_BLOCK_MAX);
+    if (literals_section(d, src, size, plan->literals, &plan->literal_count, &used) != 0) return -1;
+    return sequences_section(d, src + used, size - used, block_max, plan);
+}
+
+static int plan_fail(ZsdPlan *plan, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int plan_fail(ZsdPlan *plan, const char *fmt, ...) {
+    va_list args;
+    va_start(args, fmt);
+    vsnprintf(plan->message, sizeof plan->message, fmt, args);
+    va_end(args);
+    return -1;
+}
+
+int zsd_execute_plan(ZsdPlan *plan, ZsdOutput *out) {
+    uint8_t *op = out->op;
+    uint8_t *const block_start = op;
+    if (plan->output_size > (size_t)(out->limit - op)) return plan_fail(plan, "block writes past its maximum size");
+    const uint8_t *lit = plan->literals;
+    const ZsdSequence *sequences = plan->sequences;
+    const size_t count = plan->sequence_count;
+    const uint64_t window = out->window_size;
+    const uint64_t history = out->history;
+    const uint8_t *segment_start = out->segment_start;
+    const uint8_t *previous_end = out->previous_end;
+    // Each match's source is prefetched AHEAD sequences before it is copied: with a window of
+    // megabytes most match sources are cache misses, and this hides them behind the copies
+    // in between.
+    enum { AHEAD = 8 };
+    uintptr_t future = (uintptr_t)op;  // where the next prefetched sequence's literals go
+    for (size_t n = 0; n < count + AHEAD; n++) {
+        if (n < count) {
+            future += sequences[n].literal_length;
+            // Integer arithmetic: a corrupt offset may point anywhere, and a prefetch cannot fault.
+            uintptr_t offset = sequences[n].offset;
+            uintptr_t in_segment = future - (uintptr_t)segment_start;
+            uintptr_t source = offset <= in_segment ? future - offset : (uintptr_t)previous_end - (offset - in_segment);
+            // Two lines: most matches of a high level are longer than one (-19 corpus: 20% less CPU).
+            __builtin_prefetch((const void *)source);
+            __builtin_prefetch((const void *)(source + 64));
+            future += sequences[n].match_length;
+        }
+        if (n < AHEAD) continue;
+        const size_t k = n - AHEAD;
+        const size_t ll = sequences[k].literal_length, ml = sequences[k].match_length;
+        const uint32_t offset = sequences[k].offset;
+        wildcopy(op, lit, ll);
+        op += ll;
+        lit += ll;
+        uint64_t reach = history + (uint64_t)(op - block_start);
+        if (offset > reach || offset > window)
+            return plan_fail(plan, "sequence %zu refers %u bytes back, before the start of the %s", k, offset,
+                             offset > window ? "window" : "frame");
+        size_t in_segment = (size_t)(op - segment_start);
+        if (offset <= in_segment) {
+            match_copy(op, offset, ml);
+            op += ml;
+        } else {
+            // The match starts in the older segment of the ring: copy that part exactly.
+            const uint8_t *m = previous_end - (offset - in_segment);
+            size_t first = (size_t)(previous_end - m);
+            if (first > ml) first = ml;
+            memcpy(op, m, first);
+            op += first;
+            if (ml > first) {
+                match_copy(op, offset, ml - first);
+                op += ml - first;
+            }
+        }
+    }
+    size_t tail = plan->literal_count - (size_t)(lit - plan->literals);
     memcpy(op, lit, tail);
     op += tail;
     out->op = op;
     return 0;
 }
 
-int zsd_decode_block(ZsdDecoder *d, const uint8_t *src, size_t size, ZsdOutput *out) {
-    const uint8_t *literals = NULL;
-    size_t count = 0, used = 0;
-    if (literals_section(d, src, size, &literals, &count, &used) != 0) return -1;
-    return sequences_section(d, src + used, size - used, literals, count, out);
+int zsd_decode_block(ZsdDecoder *d, ZsdPlan *plan, const uint8_t *src, size_t size, ZsdOutput *out) {
+    if (zsd_plan_block(d, src, size, (size_t)(out->limit - out->op), plan) != 0) return -1;
+    if (zsd_execute_plan(plan, out) != 0) return fail(d, "%s", plan->message);
+    return 0;
 }
+
+ZsdPlan *zsd_plan_create(void) {
+    ZsdPlan *plan = malloc(sizeof *plan);
+    if (plan) {
+        plan->literal_count = plan->sequence_count = plan->output_size = 0;
+        plan->message[0] = 0;
+    }
+    return plan;
+}
+
+void zsd_plan_destroy(ZsdPlan *plan) { free(plan); }
+
+size_t zsd_plan_output_size(const ZsdPlan *plan) { return plan->output_size; }
+
+const char *zsd_plan_message(const ZsdPlan *plan) { return plan->message; }
 
 // ---- Lifetime and checkpoint state.
 

@@ -53,8 +53,40 @@ void zsd_destroy(ZsdDecoder *d);
 /// Starts a frame: no tables, repeat offsets 1, 4, 8.
 void zsd_reset_frame(ZsdDecoder *d);
 
-/// Decodes the compressed block `src[0..<size]`. Returns 0, or -1 with `zsd_message` set.
-int zsd_decode_block(ZsdDecoder *d, const uint8_t *src, size_t size, ZsdOutput *out);
+/// Most sequences a block can hold: each writes a match of at least 3 bytes.
+#define ZSD_MAX_SEQUENCES (ZSD_BLOCK_MAX / 3)
+
+/// One sequence with its repeat offset resolved: copy `literal_length` literals, then
+/// `match_length` bytes from `offset` bytes back.
+typedef struct ZsdSequence {
+    uint32_t literal_length;
+    uint32_t match_length;
+    uint32_t offset;
+} ZsdSequence;
+
+/// A compressed block decoded as far as it can be without its output history (literals
+/// and resolved sequences). Decoding a block's plan needs only the previous block's
+/// tables and repeat offsets, never output, so it can run ahead on another thread.
+typedef struct ZsdPlan ZsdPlan;
+
+ZsdPlan *zsd_plan_create(void);
+void zsd_plan_destroy(ZsdPlan *plan);
+
+/// Decodes the compressed block `src[0..<size]` into `plan`, which may produce at most
+/// `block_max` bytes; advances the decoder's tables and repeat offsets. Returns 0, or -1
+/// with `zsd_message` set.
+int zsd_plan_block(ZsdDecoder *d, const uint8_t *src, size_t size, size_t block_max, ZsdPlan *plan);
+
+/// Bytes the planned block produces.
+size_t zsd_plan_output_size(const ZsdPlan *plan);
+
+/// Executes a plan into `out` (literal and match copies). Only the offsets' reach is checked
+/// here. Returns 0, or -1 with `zsd_plan_message` set. Touches no decoder state.
+int zsd_execute_plan(ZsdPlan *plan, ZsdOutput *out);
+const char *zsd_plan_message(const ZsdPlan *plan);
+
+/// Both halves in one call, with `plan` as scratch. Returns 0, or -1 with `zsd_message` set.
+int zsd_decode_block(ZsdDecoder *d, ZsdPlan *plan, const uint8_t *src, size_t size, ZsdOutput *out);
 
 const char *zsd_message(const ZsdDecoder *d);
 

@@ -48,6 +48,7 @@ public final class Decompressor: ForwardingSink {
     private let zstdWindowLimit: UInt64
     private let xzMemoryLimit: UInt64
     private let xzDecoders: Int
+    private let zstdPlanAhead: Bool
     private var seen: [UInt8] = []
     public private(set) var codec: Codec?
     private var gzip: GzipDecoder?
@@ -57,7 +58,7 @@ public final class Decompressor: ForwardingSink {
     public init(
         next: ByteSink, engine: InflateEngineKind = .fastest, resumable: Bool = true,
         zstdWindowLimit: UInt64 = 128 << 20, xzMemoryLimit: UInt64 = 256 << 20, xzDecoders: Int = 1,
-        restoring state: DecompressState? = nil
+        zstdPlanAhead: Bool = false, restoring state: DecompressState? = nil
     ) throws {
         self.next = next
         self.engine = engine
@@ -65,6 +66,7 @@ public final class Decompressor: ForwardingSink {
         self.zstdWindowLimit = zstdWindowLimit
         self.xzMemoryLimit = xzMemoryLimit
         self.xzDecoders = xzDecoders
+        self.zstdPlanAhead = zstdPlanAhead
         if let state { try restore(state) }
     }
 
@@ -107,7 +109,7 @@ public final class Decompressor: ForwardingSink {
         switch chosen {
         case .gzip: gzip = try GzipDecoder(engine: engine, next: next, resumable: resumable, restoring: gunzip)
         case .xz: xz = try XzDecoder(next: next, memoryLimit: xzMemoryLimit, decoders: xzDecoders, restoring: unxz)
-        case .zstd: zstd = try ZstdDecoder(next: next, windowLimit: zstdWindowLimit, restoring: unzstd)
+        case .zstd: zstd = try ZstdDecoder(next: next, windowLimit: zstdWindowLimit, restoring: unzstd, planAhead: zstdPlanAhead)
         }
         codec = chosen
         if gunzip == nil && unxz == nil && unzstd == nil {
@@ -126,6 +128,13 @@ public final class Decompressor: ForwardingSink {
                     : "unexpected end of data: \(Self.describe(seen)) is too short to tell gzip, xz or zstd")
         }
         try decoder.finish()
+    }
+
+    /// unzstd executes the blocks it has in flight before its state is taken.
+    public func barrier(_ cut: Cut) throws {
+        try zstd?.settle()
+        cut.record(snapshot())
+        try next.barrier(cut)
     }
 
     public func snapshot() -> DecompressState {
@@ -187,6 +196,7 @@ extension StageKind {
             resumable: saved != nil || context.options.checkpointInterval > 0,
             zstdWindowLimit: ZstdDecoder.windowLimit(spec),
             xzMemoryLimit: spec.option("memlimit").flatMap(UInt64.init) ?? (256 << 20),
-            xzDecoders: XzDecoder.decoderThreads(context.options), restoring: saved)
+            xzDecoders: XzDecoder.decoderThreads(context.options),
+            zstdPlanAhead: ZstdDecoder.planAhead(context.options), restoring: saved)
     }
 }

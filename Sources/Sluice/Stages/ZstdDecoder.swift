@@ -8,11 +8,22 @@ import Foundation
 /// header, block, checksum): a unit's bytes are buffered until complete, then decoded whole,
 /// so the output passed on always ends at a block boundary and a checkpoint holds at most
 /// one partial block of input.
+///
+/// A compressed block is decoded in two halves: its literals and sequences (entropy
+/// decoding, which needs only earlier blocks' tables) are planned on a worker thread up to
+/// `ahead` blocks in front of the one the stage executes into the window. At a barrier, at
+/// a frame's last block and before an error is reported, every block in flight is executed
+/// first, so checkpoints and error offsets are exactly those of one block at a time.
 public final class ZstdDecoder: ForwardingSink {
     public let next: ByteSink
     public let windowLimit: UInt64
-    private let blocks = ZstdBlockDecoder()
+    private let planner: ZstdBlockPlanner
+    private var blocks: ZstdBlockDecoder { planner.blocks }
     private let window = ZstdWindow()
+    /// Jobs executed and free for reuse.
+    private var spareJobs: [ZstdBlockJob] = []
+    /// Blocks planned ahead of the one being executed.
+    private let ahead: Int
 
     private var phase: ZstdState.Phase = .magic
     private var compressedOffset: UInt64 = 0
@@ -26,7 +37,7 @@ public final class ZstdDecoder: ForwardingSink {
     private var checksum = ZstdChecksum()
 
     /// The unit being read, with the padding the block decoder may read around it.
-    private let pending: UnsafeMutableRawPointer
+    private var pending: UnsafeMutableRawPointer
     private var pendingCount = 0
     /// Bytes the current unit needs in all.
     private var need = 4
@@ -34,12 +45,17 @@ public final class ZstdDecoder: ForwardingSink {
     private static let front = Int(ZSD_INPUT_FRONT_PAD)
     private static let pendingCapacity = Int(ZSD_BLOCK_MAX)
 
-    public init(next: ByteSink, windowLimit: UInt64 = 128 << 20, restoring state: ZstdState? = nil) throws {
+    /// `planAhead`: whether a worker thread decodes blocks' entropy-coded halves ahead
+    /// (default: when there is more than one core).
+    public init(
+        next: ByteSink, windowLimit: UInt64 = 128 << 20, restoring state: ZstdState? = nil,
+        planAhead: Bool = ProcessInfo.processInfo.activeProcessorCount > 1
+    ) throws {
         self.next = next
         self.windowLimit = windowLimit
-        let size = Self.front + Self.pendingCapacity + Int(ZSD_INPUT_TAIL_PAD)
-        pending = .allocate(byteCount: size, alignment: 64)
-        pending.initializeMemory(as: UInt8.self, repeating: 0, count: size)
+        planner = ZstdBlockPlanner(useWorker: planAhead)
+        ahead = planAhead ? 2 : 0
+        pending = ZstdBlockJob.makeBuffer()
         if let state {
             do {
                 try restore(state)
@@ -51,7 +67,13 @@ public final class ZstdDecoder: ForwardingSink {
         }
     }
 
-    deinit { pending.deallocate() }
+    deinit {
+        planner.shutdown()
+        pending.deallocate()
+    }
+
+    /// Blocks read but not yet executed (tests).
+    var blocksInFlight: Int { planner.count }
 
     private var unit: UnsafeMutableRawPointer { pending + Self.front }
 
@@ -82,8 +104,10 @@ public final class ZstdDecoder: ForwardingSink {
         do {
             try complete()
         } catch let error as ZstdFormatError {
+            try settle()  // a corrupt block still in flight comes first, with its own offset
             throw SluiceError.corruptData(format: "zstd", offset: unitStart, reason: error.reason)
         } catch let limit as DecoderLimitExceeded {
+            try settle()
             throw limit.error(format: "zstd", offset: unitStart)
         }
     }
@@ -126,7 +150,7 @@ public final class ZstdDecoder: ForwardingSink {
         case .blockHeader:
             try startBlock(UInt32(truncatingIfNeeded: littleEndian(bytes, 3)))
         case .block:
-            try decodeBlock(bytes)
+            try submitBlock()
         case .checksum:
             let stored = littleEndian(bytes, 4)
             let computed = checksum.low32
@@ -157,25 +181,70 @@ public final class ZstdDecoder: ForwardingSink {
         }
         blockHeader = header
         begin(.block, need: type == 1 ? 1 : size)
-        if need == 0 { try decodeBlock(UnsafeRawBufferPointer(start: unit, count: 0)) }
+        if need == 0 { try submitBlock() }
     }
 
-    private func decodeBlock(_ content: UnsafeRawBufferPointer) throws {
+    /// The block in `pending` is complete: hand it to the planner (the job takes the buffer)
+    /// and execute the blocks before it that are planned far enough ahead.
+    private func submitBlock() throws {
         guard let frame, let header = blockHeader else { throw ZstdFormatError("block outside a frame") }
-        let (last, type, size) = Self.fields(header)
+        let job = spareJobs.popLast() ?? ZstdBlockJob()
+        swap(&pending, &job.buffer)
+        job.header = header
+        job.count = pendingCount
+        job.unitStart = compressedOffset - UInt64(pendingCount)
+        job.blockMaximum = frame.blockMaximum
+        blockHeader = nil
+        let last = header & 1 != 0
+        if last {
+            begin(frame.hasChecksum ? .checksum : .blockHeader, need: frame.hasChecksum ? 4 : 3)
+        } else {
+            begin(.blockHeader, need: 3)
+        }
+        try planner.submit(job)
+        if last {
+            try settle()
+            if !frame.hasChecksum { try endDataFrame() }
+        } else {
+            while planner.count > ahead { try executeHead() }
+        }
+    }
+
+    /// Executes every block in flight, in order (a barrier, a frame's end, an error, the end).
+    func settle() throws {
+        while planner.count > 0 { try executeHead() }
+    }
+
+    /// Executes the oldest block in flight into the window and passes its output on.
+    private func executeHead() throws {
+        guard let job = planner.takeHead() else { return }
+        defer { spareJobs.append(job) }
+        do {
+            try execute(job)
+        } catch let error as ZstdFormatError {
+            throw SluiceError.corruptData(format: "zstd", offset: job.unitStart, reason: error.reason)
+        }
+    }
+
+    private func execute(_ job: ZstdBlockJob) throws {
+        if let failure = job.failure { throw ZstdFormatError(failure) }
+        guard let frame else { throw ZstdFormatError("block outside a frame") }
+        let size = Self.fields(job.header).size
         let produced: UnsafeRawBufferPointer
-        switch type {
+        switch job.type {
         case 0:
             let room = window.rawRoom(size)
-            if size > 0 { room.copyMemory(from: content.baseAddress!, byteCount: size) }
+            if size > 0 { room.copyMemory(from: job.content, byteCount: size) }
             produced = window.commit(size)
         case 1:
-            window.rawRoom(size).initializeMemory(as: UInt8.self, repeating: content[0], count: size)
+            window.rawRoom(size).initializeMemory(as: UInt8.self, repeating: job.content.load(as: UInt8.self), count: size)
             produced = window.commit(size)
         default:
             var output = window.prepareBlock(limit: frame.blockMaximum)
             let start = output.op!
-            try blocks.decode(content.baseAddress!, count: content.count, into: &output)
+            guard zsd_execute_plan(job.plan, &output) == 0 else {
+                throw ZstdFormatError(String(cString: zsd_plan_message(job.plan)))
+            }
             produced = window.commit(output.op! - start)
         }
         frameOutput += UInt64(produced.count)
@@ -183,16 +252,6 @@ public final class ZstdDecoder: ForwardingSink {
             throw ZstdFormatError("frame \(framesDone + 1) decodes to more than its declared \(expected) bytes")
         }
         if frame.hasChecksum { checksum.update(produced) }
-        blockHeader = nil
-        if last {
-            if frame.hasChecksum {
-                begin(.checksum, need: 4)
-            } else {
-                try endDataFrame()
-            }
-        } else {
-            begin(.blockHeader, need: 3)
-        }
         outputOffset &+= UInt64(produced.count)
         if !produced.isEmpty { try next.write(produced) }
     }
@@ -211,6 +270,7 @@ public final class ZstdDecoder: ForwardingSink {
     }
 
     public func finish() throws {
+        try settle()
         guard phase == .magic, pendingCount == 0, framesDone > 0 else {
             let whereItStopped: String
             switch phase {
@@ -231,6 +291,14 @@ public final class ZstdDecoder: ForwardingSink {
 
     // MARK: Checkpoints
 
+    /// The blocks in flight are executed first: the state recorded is one block at a time's.
+    public func barrier(_ cut: Cut) throws {
+        try settle()
+        cut.record(snapshot())
+        try next.barrier(cut)
+    }
+
+    /// Exact only with no block in flight: `barrier` settles first.
     public func snapshot() -> ZstdState {
         var frameState: ZstdFrameState?
         if frame != nil {
@@ -341,6 +409,11 @@ extension ZstdDecoder {
     static func windowLimit(_ spec: StageSpec) -> UInt64 {
         spec.option("memlimit").flatMap(UInt64.init) ?? (128 << 20)
     }
+
+    /// Whether blocks are planned on a worker thread: in a threaded pipeline on more than one core.
+    static func planAhead(_ options: PipelineOptions, cores: Int = ProcessInfo.processInfo.activeProcessorCount) -> Bool {
+        options.threaded && cores > 1
+    }
 }
 
 extension StageKind {
@@ -351,7 +424,9 @@ extension StageKind {
         // byte; CheckpointPacing spaces window checkpoints by it, so too low a figure
         // spaces them too far apart for the resume bar.
         cost: { _ in StageCost(nsPerByte: 8, expansion: 4) }, state: ZstdState.self
-    ) { spec, next, _, saved in
-        try ZstdDecoder(next: next, windowLimit: ZstdDecoder.windowLimit(spec), restoring: saved)
+    ) { spec, next, context, saved in
+        try ZstdDecoder(
+            next: next, windowLimit: ZstdDecoder.windowLimit(spec), restoring: saved,
+            planAhead: ZstdDecoder.planAhead(context.options))
     }
 }

@@ -15,9 +15,10 @@ final class ZstdBlockDecoder {
 
     func resetFrame() { zsd_reset_frame(decoder) }
 
-    /// Decodes a compressed block (padded as ZSD_INPUT_*_PAD require) into `output`.
-    func decode(_ block: UnsafeRawPointer, count: Int, into output: inout ZsdOutput) throws(ZstdFormatError) {
-        guard zsd_decode_block(decoder, block.assumingMemoryBound(to: UInt8.self), count, &output) == 0 else {
+    /// Decodes a compressed block (padded as ZSD_INPUT_*_PAD require) into `plan`: its
+    /// literals and resolved sequences, ready for `zsd_execute_plan`.
+    func plan(_ block: UnsafeRawPointer, count: Int, blockMaximum: Int, into plan: OpaquePointer) throws(ZstdFormatError) {
+        guard zsd_plan_block(decoder, block.assumingMemoryBound(to: UInt8.self), count, blockMaximum, plan) == 0 else {
             throw ZstdFormatError(String(cString: zsd_message(decoder)))
         }
     }
