@@ -1,0 +1,238 @@
+import CIsal
+import Foundation
+
+/// What the partial tree holds, member by member, as the extraction left it: for each name
+/// (after strip) its kind and a hash of what is there (a file's size, permission bits,
+/// mtime and content CRC-64; a symlink's target; a directory is only a kind). A name that a
+/// later member replaced keeps only its last entry, so the ledger is the tree's final state
+/// at a cut, in the order the names were last made. Checkpoints carry it (raw, in the
+/// appendix). A resumed run marks the entries it restored as unverified — written by
+/// another process, and the tree may have changed since — and re-reads those still
+/// standing before the tree becomes DIR (`PartialTreeCheck`).
+///
+/// Entries are packed back to back — kind (1 byte), name length (2 bytes, little-endian),
+/// the name, the hash (8 bytes, little-endian) — which is also their form in a checkpoint,
+/// where the kind's high bit (unverified, in memory) is never set.
+struct TreeLedger {
+    enum Kind: UInt8 {
+        case file = 1, directory = 2, symlink = 3
+    }
+
+    struct Entry: Equatable {
+        var kind: Kind
+        var name: [UInt8]
+        var hash: UInt64
+        /// Restored from a checkpoint and not made again since.
+        var unverified = false
+    }
+
+    /// More than this many bytes of entries (about a million members of 60-byte names) is
+    /// more than a checkpoint should carry: the ledger stops and a resume cannot check the tree.
+    static let maxBytes = 64 << 20
+    private static let dead: UInt8 = 0
+    private static let unverifiedBit: UInt8 = 0x80
+
+    private(set) var packed: [UInt8] = []
+    /// Name (hashed with this process's seed) → where its entry starts in `packed`.
+    private var index: [Int: Int] = [:]
+    /// Names whose hash another name already holds in `index` (practically never).
+    private var collided: [[UInt8]: Int] = [:]
+    private var deadEntries = 0
+    private(set) var count = 0
+    private(set) var unverifiedCount = 0
+    /// The ledger outgrew `maxBytes` and was dropped: this tree cannot be checked.
+    private(set) var overflowed = false
+
+    init() {}
+
+    /// The ledger a checkpoint carried; nil when it is not one untar writes (malformed, a
+    /// name not in normal form, a name twice).
+    init?(restoring bytes: [UInt8]) {
+        guard bytes.count <= Self.maxBytes, let entries = Self.entries(bytes),
+            entries.reduce(0, { $0 + 11 + $1.entry.name.count }) == bytes.count  // no dead entries
+        else { return nil }
+        packed = bytes
+        packed.reserveCapacity(bytes.count + (1 << 16))
+        for (offset, entry) in entries {
+            guard !entry.unverified, find(entry.name) == nil, MemberPath.restored(entry.name)?.components.isEmpty == false else {
+                return nil
+            }
+            insertIndex(entry.name, at: offset)
+            packed[offset] |= Self.unverifiedBit
+        }
+        count = entries.count
+        unverifiedCount = count
+    }
+
+    // MARK: recording
+
+    /// What was at `name` is gone (a new member is being made there).
+    mutating func forget(_ name: [UInt8]) {
+        guard !overflowed, let offset = find(name) else { return }
+        if packed[offset] & Self.unverifiedBit != 0 { unverifiedCount -= 1 }
+        packed[offset] = Self.dead
+        removeIndex(name)
+        deadEntries += 1
+        count -= 1
+        // Many replacements between cuts (an archive of one name repeated) must not grow it.
+        if deadEntries > 1024 && deadEntries > count { compact() }
+    }
+
+    /// `name` now holds this (whatever it held before is forgotten).
+    mutating func record(_ name: [UInt8], kind: Kind, hash: UInt64, unverified: Bool = false) {
+        guard !overflowed else { return }
+        forget(name)
+        if packed.count + name.count + 11 > Self.maxBytes { compact() }
+        guard packed.count + name.count + 11 <= Self.maxBytes else {
+            overflowed = true
+            packed = []
+            index = [:]
+            collided = [:]
+            return
+        }
+        let offset = packed.count
+        packed.append(kind.rawValue | (unverified ? Self.unverifiedBit : 0))
+        if unverified { unverifiedCount += 1 }
+        Self.append(UInt64(name.count), bytes: 2, to: &packed)
+        packed += name
+        Self.append(hash, bytes: 8, to: &packed)
+        insertIndex(name, at: offset)
+        count += 1
+    }
+
+    /// What is recorded for `name`.
+    func entry(_ name: [UInt8]) -> Entry? {
+        guard let offset = find(name), let kind = Kind(rawValue: packed[offset] & ~Self.unverifiedBit) else { return nil }
+        let hashAt = offset + 3 + name.count
+        return Entry(kind: kind, name: name, hash: Self.read(packed, at: hashAt, bytes: 8), unverified: packed[offset] & Self.unverifiedBit != 0)
+    }
+
+    /// The live entries packed (dead ones dropped first), for a checkpoint.
+    mutating func snapshot() -> [UInt8] {
+        if deadEntries > 0 { compact() }
+        guard unverifiedCount > 0 else { return packed }
+        var clean = packed
+        var at = 0
+        while at < clean.count {
+            clean[at] &= ~Self.unverifiedBit
+            at += 3 + Int(Self.read(clean, at: at + 1, bytes: 2)) + 8
+        }
+        return clean
+    }
+
+    /// The live entries, in the order they were made.
+    var live: [Entry] {
+        (Self.entries(packed) ?? []).map(\.entry)
+    }
+
+    // MARK: hashes
+
+    /// A regular file as it must be found: size, permission bits, mtime and content.
+    static func fileHash(size: UInt64, permissions: UInt32, mtime: TarTime, content: UInt64) -> UInt64 {
+        var record: [UInt8] = [Kind.file.rawValue]
+        append(size, bytes: 8, to: &record)
+        append(UInt64(permissions), bytes: 4, to: &record)
+        append(UInt64(bitPattern: mtime.seconds), bytes: 8, to: &record)
+        append(UInt64(UInt32(bitPattern: mtime.nanoseconds)), bytes: 4, to: &record)
+        append(content, bytes: 8, to: &record)
+        return crc64(record)
+    }
+
+    static func symlinkHash(target: [UInt8]) -> UInt64 {
+        crc64([Kind.symlink.rawValue] + target)
+    }
+
+    static let directoryHash = crc64([Kind.directory.rawValue])
+
+    private static func crc64(_ bytes: [UInt8]) -> UInt64 {
+        var sum = OutputChecksum()
+        bytes.withUnsafeBytes { sum.update($0) }
+        return sum.value
+    }
+
+    // MARK: packing
+
+    /// The packed entries with their offsets; nil when malformed.
+    static func entries(_ bytes: [UInt8]) -> [(offset: Int, entry: Entry)]? {
+        var out: [(Int, Entry)] = []
+        var at = 0
+        while at < bytes.count {
+            guard bytes.count - at >= 3 else { return nil }
+            let length = Int(read(bytes, at: at + 1, bytes: 2))
+            guard length > 0, bytes.count - at - 3 >= length + 8 else { return nil }
+            if bytes[at] == dead {
+                at += 3 + length + 8
+                continue
+            }
+            guard let kind = Kind(rawValue: bytes[at] & ~unverifiedBit) else { return nil }
+            let name = Array(bytes[(at + 3)..<(at + 3 + length)])
+            let entry = Entry(kind: kind, name: name, hash: read(bytes, at: at + 3 + length, bytes: 8), unverified: bytes[at] & unverifiedBit != 0)
+            out.append((at, entry))
+            at += 3 + length + 8
+        }
+        return out
+    }
+
+    private mutating func compact() {
+        var fresh: [UInt8] = []
+        fresh.reserveCapacity(packed.count)
+        index.removeAll(keepingCapacity: true)
+        collided.removeAll()
+        var at = 0
+        while at < packed.count {
+            let length = Int(Self.read(packed, at: at + 1, bytes: 2))
+            let end = at + 3 + length + 8
+            if packed[at] != Self.dead {
+                insertIndex(Array(packed[(at + 3)..<(at + 3 + length)]), at: fresh.count)
+                fresh += packed[at..<end]
+            }
+            at = end
+        }
+        packed = fresh
+        deadEntries = 0
+    }
+
+    private func find(_ name: [UInt8]) -> Int? {
+        if let offset = index[Self.key(name)], matches(name, at: offset) { return offset }
+        return collided.isEmpty ? nil : collided[name]
+    }
+
+    private func matches(_ name: [UInt8], at offset: Int) -> Bool {
+        let length = Int(Self.read(packed, at: offset + 1, bytes: 2))
+        return length == name.count && packed[(offset + 3)..<(offset + 3 + length)].elementsEqual(name)
+    }
+
+    private mutating func insertIndex(_ name: [UInt8], at offset: Int) {
+        let key = Self.key(name)
+        if let other = index[key], !matches(name, at: other) {
+            collided[name] = offset
+        } else {
+            index[key] = offset
+        }
+    }
+
+    private mutating func removeIndex(_ name: [UInt8]) {
+        let key = Self.key(name)
+        if let offset = index[key], matches(name, at: offset) {
+            index[key] = nil
+        } else {
+            collided[name] = nil
+        }
+    }
+
+    private static func key(_ name: [UInt8]) -> Int {
+        var hasher = Hasher()
+        name.withUnsafeBytes { hasher.combine(bytes: $0) }
+        return hasher.finalize()
+    }
+
+    private static func append(_ value: UInt64, bytes: Int, to out: inout [UInt8]) {
+        for i in 0..<bytes { out.append(UInt8(truncatingIfNeeded: value >> (8 * i))) }
+    }
+
+    private static func read(_ bytes: [UInt8], at offset: Int, bytes count: Int) -> UInt64 {
+        var value: UInt64 = 0
+        for i in 0..<count { value |= UInt64(bytes[offset + i]) << (8 * i) }
+        return value
+    }
+}
