@@ -45,6 +45,8 @@ public final class UntarSink: TerminalSink, TarEventHandler {
     private struct OpenFile {
         var fd: Int32
         var path: MemberPath
+        /// `path.joined`, made once.
+        var name: [UInt8]
         var mode: UInt32
         var mtime: TarTime
         var needsChmod: Bool
@@ -161,8 +163,10 @@ public final class UntarSink: TerminalSink, TarEventHandler {
     public func snapshot() -> UntarState {
         var saved: UntarState.CurrentFile?
         if let file = current {
+            // The ledger lists the file when it is complete; whatever had its name is gone.
+            ledger.forget(file.name)
             saved = UntarState.CurrentFile(
-                path: ByteString(file.path.joined), written: file.written, size: file.size, crc64: file.content.value,
+                path: ByteString(file.name), written: file.written, size: file.size, crc64: file.content.value,
                 mode: file.mode, mtime: file.mtime, needsChmod: file.needsChmod)
         }
         var state = UntarState(
@@ -244,7 +248,7 @@ public final class UntarSink: TerminalSink, TarEventHandler {
             throw PartialOutputChanged(path: shown, reason: "the file being written at the checkpoint changed since")
         }
         let file = OpenFile(
-            fd: fd, path: path, mode: saved.mode, mtime: saved.mtime, needsChmod: saved.needsChmod || copied,
+            fd: fd, path: path, name: saved.path.bytes, mode: saved.mode, mtime: saved.mtime, needsChmod: saved.needsChmod || copied,
             written: saved.written, size: saved.size, content: content)
         guard ftruncate(fd, off_t(saved.written)) == 0, lseek(fd, off_t(saved.written), SEEK_SET) >= 0 else {
             let code = errno
@@ -282,9 +286,8 @@ public final class UntarSink: TerminalSink, TarEventHandler {
         switch kind {
         case .regular:
             let (fd, needsChmod) = try extractor.createFile(path, mode: entry.mode)
-            ledger.forget(path.joined)  // recorded when complete
             current = OpenFile(
-                fd: fd, path: path, mode: entry.mode, mtime: entry.mtime, needsChmod: needsChmod,
+                fd: fd, path: path, name: path.joined, mode: entry.mode, mtime: entry.mtime, needsChmod: needsChmod,
                 written: 0, size: entry.size, content: OutputChecksum(), headerOffset: entry.offset)
         case .directory:
             let metadata = DirectoryMetadata(path: ByteString(path.joined), mode: entry.mode, mtime: entry.mtime)
@@ -293,7 +296,7 @@ public final class UntarSink: TerminalSink, TarEventHandler {
                 return
             }
             try extractor.makeDirectory(path)
-            ledger.record(path.joined, kind: .directory, hash: TreeLedger.directoryHash)
+            ledger.record(metadata.path.bytes, kind: .directory, hash: TreeLedger.directoryHash)
             let bytes = 18 + metadata.path.bytes.count
             guard directories.count < Self.maxDirectories, directories.weight + bytes <= Self.maxDirectoryBytes else {
                 throw PathRefusal(
@@ -356,7 +359,7 @@ public final class UntarSink: TerminalSink, TarEventHandler {
         let hash = TreeLedger.fileHash(
             size: file.written, permissions: SafeExtractor.permissions(file.mode) & ~extractor.umask, mtime: file.mtime,
             content: file.content.value)
-        ledger.record(file.path.joined, kind: .file, hash: hash)
+        ledger.record(file.name, kind: .file, hash: hash)
     }
 
     /// A resumed run, at the end: what an earlier run extracted and this one did not make

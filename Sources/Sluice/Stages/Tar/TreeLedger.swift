@@ -69,19 +69,15 @@ struct TreeLedger {
     /// What was at `name` is gone (a new member is being made there).
     mutating func forget(_ name: [UInt8]) {
         guard !overflowed, let offset = find(name) else { return }
-        if packed[offset] & Self.unverifiedBit != 0 { unverifiedCount -= 1 }
-        packed[offset] = Self.dead
         removeIndex(name)
-        deadEntries += 1
-        count -= 1
-        // Many replacements between cuts (an archive of one name repeated) must not grow it.
-        if deadEntries > 1024 && deadEntries > count { compact() }
+        kill(offset)
+        compactIfMostlyDead()
     }
 
-    /// `name` now holds this (whatever it held before is forgotten).
+    /// `name` now holds this (whatever it held before is forgotten). One hash of the name
+    /// and one dictionary update: it runs for every member.
     mutating func record(_ name: [UInt8], kind: Kind, hash: UInt64, unverified: Bool = false) {
         guard !overflowed else { return }
-        forget(name)
         if packed.count + name.count + 11 > Self.maxBytes { compact() }
         guard packed.count + name.count + 11 <= Self.maxBytes else {
             overflowed = true
@@ -96,8 +92,32 @@ struct TreeLedger {
         Self.append(UInt64(name.count), bytes: 2, to: &packed)
         packed += name
         Self.append(hash, bytes: 8, to: &packed)
-        insertIndex(name, at: offset)
         count += 1
+        let key = Self.key(name)
+        if let earlier = index.updateValue(offset, forKey: key) {
+            if matches(name, at: earlier) {
+                kill(earlier)
+            } else {
+                // Another name with the same hash keeps the index; this one goes aside.
+                index[key] = earlier
+                if let replaced = collided.updateValue(offset, forKey: name) { kill(replaced) }
+            }
+        } else if !collided.isEmpty, let replaced = collided.removeValue(forKey: name) {
+            kill(replaced)
+        }
+        compactIfMostlyDead()
+    }
+
+    private mutating func kill(_ offset: Int) {
+        if packed[offset] & Self.unverifiedBit != 0 { unverifiedCount -= 1 }
+        packed[offset] = Self.dead
+        deadEntries += 1
+        count -= 1
+    }
+
+    /// Many replacements between cuts (an archive of one name repeated) must not grow it.
+    private mutating func compactIfMostlyDead() {
+        if deadEntries > 1024 && deadEntries > count { compact() }
     }
 
     /// What is recorded for `name`.
@@ -129,13 +149,17 @@ struct TreeLedger {
 
     /// A regular file as it must be found: size, permission bits, mtime and content.
     static func fileHash(size: UInt64, permissions: UInt32, mtime: TarTime, content: UInt64) -> UInt64 {
-        var record: [UInt8] = [Kind.file.rawValue]
-        append(size, bytes: 8, to: &record)
-        append(UInt64(permissions), bytes: 4, to: &record)
-        append(UInt64(bitPattern: mtime.seconds), bytes: 8, to: &record)
-        append(UInt64(UInt32(bitPattern: mtime.nanoseconds)), bytes: 4, to: &record)
-        append(content, bytes: 8, to: &record)
-        return crc64(record)
+        withUnsafeTemporaryAllocation(byteCount: 33, alignment: 8) { record in
+            record.storeBytes(of: Kind.file.rawValue, toByteOffset: 0, as: UInt8.self)
+            record.storeBytes(of: size.littleEndian, toByteOffset: 1, as: UInt64.self)
+            record.storeBytes(of: permissions.littleEndian, toByteOffset: 9, as: UInt32.self)
+            record.storeBytes(of: mtime.seconds.littleEndian, toByteOffset: 13, as: Int64.self)
+            record.storeBytes(of: mtime.nanoseconds.littleEndian, toByteOffset: 21, as: Int32.self)
+            record.storeBytes(of: content.littleEndian, toByteOffset: 25, as: UInt64.self)
+            var sum = OutputChecksum()
+            sum.update(UnsafeRawBufferPointer(record))
+            return sum.value
+        }
     }
 
     static func symlinkHash(target: [UInt8]) -> UInt64 {
@@ -202,6 +226,7 @@ struct TreeLedger {
         return length == name.count && packed[(offset + 3)..<(offset + 3 + length)].elementsEqual(name)
     }
 
+    /// Rebuilding the index (a restore, a compaction): names are distinct there.
     private mutating func insertIndex(_ name: [UInt8], at offset: Int) {
         let key = Self.key(name)
         if let other = index[key], !matches(name, at: other) {
