@@ -54,7 +54,7 @@ final class UntarTreeTrustTests: XCTestCase {
         let checkpoint = try XCTUnwrap(try CheckpointStore(path: out + ".sluice").load())
         let state = try XCTUnwrap(checkpoint.stages.lazy.compactMap { $0.as(UntarState.self) }.first)
         XCTAssertEqual(state.current.map { String(decoding: $0.path.bytes, as: UTF8.self) }, "big", "the run stopped outside big's data")
-        XCTAssertEqual(TreeLedger.entries([UInt8](state.tree))?.count, 7, "sub, its four files, sub/deep and sub/deep/e")
+        XCTAssertEqual(TreeLedger.decode([UInt8](state.tree))?.count, 7, "sub, its four files, sub/deep and sub/deep/e")
     }
 
     private func assertTreeIsTheArchives(_ what: String, file: StaticString = #filePath, line: UInt = #line) {

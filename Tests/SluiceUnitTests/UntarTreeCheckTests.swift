@@ -164,6 +164,7 @@ final class UntarTreeCheckTests: XCTestCase {
         var restored = try XCTUnwrap(TreeLedger(restoring: packed))
         XCTAssertEqual(restored.live.map(\.unverified), [true, true])
         XCTAssertEqual(restored.snapshot(), packed, "a checkpoint never carries the in-memory mark")
+        XCTAssertEqual(packed.count, (5 + 1 + 8) + (5 + 3 + 8), "'d/x' shares nothing with 'a'")
         restored.record(Array("a".utf8), kind: .file, hash: 4)
         XCTAssertEqual(restored.live.map(\.unverified), [true, false])
         // Many replacements of one name stay one entry.
@@ -171,13 +172,18 @@ final class UntarTreeCheckTests: XCTestCase {
         XCTAssertEqual(restored.live.count, 2)
         XCTAssertLessThan(restored.snapshot().count, 64)
 
-        func entry(_ kind: UInt8, _ name: String, hash: UInt64 = 7) -> [UInt8] {
+        // Front-coded: kind, bytes shared with the previous name, the rest's length, the rest, the hash.
+        func entry(_ kind: UInt8, _ name: String, shared: Int = 0, hash: UInt64 = 7) -> [UInt8] {
             let n = Array(name.utf8)
-            return [kind, UInt8(n.count & 0xff), UInt8(n.count >> 8)] + n + withUnsafeBytes(of: hash.littleEndian) { Array($0) }
+            return [kind, UInt8(shared), 0, UInt8(n.count & 0xff), UInt8(n.count >> 8)] + n
+                + withUnsafeBytes(of: hash.littleEndian) { Array($0) }
         }
-        XCTAssertNotNil(TreeLedger(restoring: entry(1, "a") + entry(2, "b")))
+        let two = try XCTUnwrap(TreeLedger(restoring: entry(2, "dir") + entry(1, "/a", shared: 3)))
+        XCTAssertEqual(two.live.map { String(decoding: $0.name, as: UTF8.self) }, ["dir", "dir/a"])
         for (what, bytes) in [
             ("a name twice", entry(1, "a") + entry(3, "a")),
+            ("a name twice, front-coded", entry(1, "ab") + entry(3, "", shared: 2)),
+            ("more shared than the previous name has", entry(1, "a") + entry(1, "b", shared: 2)),
             ("a dead entry", entry(0, "a")),
             ("the in-memory mark", entry(0x81, "a")),
             ("an unknown kind", entry(4, "a")),

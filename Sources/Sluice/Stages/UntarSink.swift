@@ -616,7 +616,7 @@ extension UntarSink {
             case .valid(let checkpoint)? = try? CheckpointStore(path: checkpointPath).read(),
             let state = checkpoint.stages.lazy.compactMap({ $0.as(UntarState.self) }).first,
             state.directory == directory, !state.treeUnchecked,
-            let entries = TreeLedger.entries([UInt8](state.tree))
+            let entries = TreeLedger.decode([UInt8](state.tree))
         else { return nil }
         let root = open(directory, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
         guard root >= 0 else { return nil }
@@ -624,7 +624,7 @@ extension UntarSink {
         let extractor = SafeExtractor(root: root, rootPath: directory)
         let remedy = "remove \(checkpointPath) and \(directory), then rerun to extract again"
         do {
-            try PartialTreeCheck(extractor: extractor).verify(entries.map(\.entry), tree: nil)
+            try PartialTreeCheck(extractor: extractor).verify(entries, tree: nil)
             if let current = state.current {
                 try checkBeginning(of: current, in: extractor)
             }

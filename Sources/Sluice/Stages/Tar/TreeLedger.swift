@@ -10,9 +10,12 @@ import Foundation
 /// another process, and the tree may have changed since — and re-reads those still
 /// standing before the tree becomes DIR (`PartialTreeCheck`).
 ///
-/// Entries are packed back to back — kind (1 byte), name length (2 bytes, little-endian),
-/// the name, the hash (8 bytes, little-endian) — which is also their form in a checkpoint,
-/// where the kind's high bit (unverified, in memory) is never set.
+/// In memory, entries are packed back to back — kind (1 byte; its high bit: unverified),
+/// name length (2 bytes, little-endian), the name, the hash (8 bytes, little-endian). In a
+/// checkpoint (`encoded`) names are front-coded — the bytes shared with the previous name
+/// (2 bytes), the rest's length (2 bytes), the rest — since neighbours mostly share their
+/// directory: every checkpoint carries the whole ledger, and its size spaces them
+/// (`CheckpointPacing`), so smaller means more of them.
 struct TreeLedger {
     enum Kind: UInt8 {
         case file = 1, directory = 2, symlink = 3
@@ -45,23 +48,16 @@ struct TreeLedger {
 
     init() {}
 
-    /// The ledger a checkpoint carried; nil when it is not one untar writes (malformed, a
-    /// name not in normal form, a name twice).
+    /// The ledger a checkpoint carried (`encoded`); nil when it is not one untar writes
+    /// (malformed, a name not in normal form, a name twice, too large).
     init?(restoring bytes: [UInt8]) {
-        guard bytes.count <= Self.maxBytes, let entries = Self.entries(bytes),
-            entries.reduce(0, { $0 + 11 + $1.entry.name.count }) == bytes.count  // no dead entries
-        else { return nil }
-        packed = bytes
-        packed.reserveCapacity(bytes.count + (1 << 16))
-        for (offset, entry) in entries {
-            guard !entry.unverified, find(entry.name) == nil, MemberPath.restored(entry.name)?.components.isEmpty == false else {
-                return nil
-            }
-            insertIndex(entry.name, at: offset)
-            packed[offset] |= Self.unverifiedBit
+        guard bytes.count <= Self.maxBytes, let entries = Self.decode(bytes) else { return nil }
+        for entry in entries {
+            guard packed.count + entry.name.count + 11 <= Self.maxBytes, find(entry.name) == nil,
+                MemberPath.restored(entry.name)?.components.isEmpty == false
+            else { return nil }
+            record(entry.name, kind: entry.kind, hash: entry.hash, unverified: true)
         }
-        count = entries.count
-        unverifiedCount = count
     }
 
     // MARK: recording
@@ -127,17 +123,10 @@ struct TreeLedger {
         return Entry(kind: kind, name: name, hash: Self.read(packed, at: hashAt, bytes: 8), unverified: packed[offset] & Self.unverifiedBit != 0)
     }
 
-    /// The live entries packed (dead ones dropped first), for a checkpoint.
+    /// The live entries in a checkpoint's form (dead ones dropped first).
     mutating func snapshot() -> [UInt8] {
         if deadEntries > 0 { compact() }
-        guard unverifiedCount > 0 else { return packed }
-        var clean = packed
-        var at = 0
-        while at < clean.count {
-            clean[at] &= ~Self.unverifiedBit
-            at += 3 + Int(Self.read(clean, at: at + 1, bytes: 2)) + 8
-        }
-        return clean
+        return Self.encode(packed)
     }
 
     /// The live entries, in the order they were made.
@@ -176,8 +165,52 @@ struct TreeLedger {
 
     // MARK: packing
 
-    /// The packed entries with their offsets; nil when malformed.
-    static func entries(_ bytes: [UInt8]) -> [(offset: Int, entry: Entry)]? {
+    /// `packed` (live entries) front-coded, without the in-memory mark.
+    private static func encode(_ packed: [UInt8]) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(packed.count)
+        packed.withUnsafeBufferPointer { bytes in
+            var previous = 0..<0
+            var at = 0
+            while at < bytes.count {
+                let length = Int(bytes[at + 1]) | Int(bytes[at + 2]) << 8
+                let name = (at + 3)..<(at + 3 + length)
+                var shared = 0
+                let most = min(previous.count, length)
+                while shared < most && bytes[previous.lowerBound + shared] == bytes[name.lowerBound + shared] { shared += 1 }
+                out.append(bytes[at] & ~unverifiedBit)
+                append(UInt64(shared), bytes: 2, to: &out)
+                append(UInt64(length - shared), bytes: 2, to: &out)
+                out.append(contentsOf: bytes[(name.lowerBound + shared)..<(name.upperBound + 8)])
+                previous = name
+                at = name.upperBound + 8
+            }
+        }
+        return out
+    }
+
+    /// A checkpoint's entries; nil when malformed.
+    static func decode(_ bytes: [UInt8]) -> [Entry]? {
+        var out: [Entry] = []
+        var name: [UInt8] = []
+        var at = 0
+        while at < bytes.count {
+            guard bytes.count - at >= 5, let kind = Kind(rawValue: bytes[at]) else { return nil }
+            let shared = Int(read(bytes, at: at + 1, bytes: 2))
+            let rest = Int(read(bytes, at: at + 3, bytes: 2))
+            guard shared <= name.count, shared + rest > 0, shared + rest <= MemberPath.maxLength,
+                bytes.count - at - 5 >= rest + 8
+            else { return nil }
+            name.removeSubrange(shared...)
+            name += bytes[(at + 5)..<(at + 5 + rest)]
+            out.append(Entry(kind: kind, name: name, hash: read(bytes, at: at + 5 + rest, bytes: 8)))
+            at += 5 + rest + 8
+        }
+        return out
+    }
+
+    /// The in-memory entries with their offsets; nil when malformed.
+    private static func entries(_ bytes: [UInt8]) -> [(offset: Int, entry: Entry)]? {
         var out: [(Int, Entry)] = []
         var at = 0
         while at < bytes.count {
