@@ -15,32 +15,15 @@
 
 set -euo pipefail
 export LC_ALL=C
-
-SCRIPT_DIR=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
-REPO_ROOT=$(cd -- "$SCRIPT_DIR/.." && pwd)
-SLUICE="$REPO_ROOT/.build/release/sluice"
-CACHE_DIR="$SCRIPT_DIR/.corpus"
-SIZE_MB=170
-RATE=20m
-RUNS=3
-PACED=0
-
-while (($#)); do
-    case "$1" in
-        --size) SIZE_MB=$2; shift 2 ;;
-        --rate) RATE=$2; shift 2 ;;
-        --runs) RUNS=$2; shift 2 ;;
-        --paced) PACED=1; shift ;;
-        -h|--help) sed -n 2,16p "$0"; exit 0 ;;
-        *) echo "multi.sh: unknown argument '$1'" >&2; exit 2 ;;
-    esac
-done
+source "$(dirname -- "${BASH_SOURCE[0]}")/lib/common.sh"
+SIZE_MB=170 RATE=20m RUNS=3 PACED=0
+parse_options --size SIZE_MB --rate RATE --runs RUNS --paced PACED=1 -- "$@"
 
 for tool in nginx hyperfine aria2c igzip openssl /usr/bin/time python3; do
     command -v "$tool" >/dev/null || { echo "multi.sh: '$tool' is missing (run Scripts/setup --bench)" >&2; exit 1; }
 done
 
-(cd "$REPO_ROOT" && swift build -c release --product sluice >/dev/null)
+build_sluice >/dev/null
 
 # A gzip corpus of at least SIZE_MB MB: base64 text of random bytes (gzip keeps ~76% of it).
 mkdir -p "$CACHE_DIR"
@@ -57,35 +40,22 @@ EXPECTED=$(igzip -dc "$CORPUS" | openssl dgst -sha256 -r | cut -d' ' -f1)
 
 WORK=$(mktemp -d /tmp/sluice-multi.XXXXXX)
 cleanup() {
-    [ -f "$WORK/nginx.pid" ] && kill "$(cat "$WORK/nginx.pid")" 2>/dev/null || true
+    "$NGINX_STOP" "$WORK/slow" >/dev/null 2>&1 || true
+    "$NGINX_STOP" "$WORK/fast" >/dev/null 2>&1 || true
     [ -n "${PACED_PID:-}" ] && kill "$PACED_PID" 2>/dev/null || true
     rm -rf "$WORK"
 }
 trap cleanup EXIT
-mkdir -p "$WORK/root/slow" "$WORK/out" "$WORK/temp"
+mkdir -p "$WORK/root" "$WORK/out"
 ln "$CORPUS" "$WORK/root/corpus.gz" 2>/dev/null || cp "$CORPUS" "$WORK/root/corpus.gz"
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-cat > "$WORK/nginx.conf" <<EOF
-daemon on; master_process off; worker_processes 1; pid $WORK/nginx.pid; error_log $WORK/error.log;
-events { worker_connections 256; }
-http {
-    access_log off; sendfile on; keepalive_timeout 30; keepalive_requests 100000;
-    client_body_temp_path $WORK/temp; proxy_temp_path $WORK/temp; fastcgi_temp_path $WORK/temp;
-    uwsgi_temp_path $WORK/temp; scgi_temp_path $WORK/temp;
-    server {
-        listen 127.0.0.1:$PORT; root $WORK/root;
-        location /slow/ { alias $WORK/root/; limit_rate $RATE; }
-    }
-}
-EOF
-nginx -c "$WORK/nginx.conf" -p "$WORK/"
-SLOW="http://127.0.0.1:$PORT/slow/corpus.gz"
-FAST="http://127.0.0.1:$PORT/corpus.gz"
+# One nginx throttled per connection, one not, serving the same root.
+SLOW="http://127.0.0.1:$("$NGINX_START" "$WORK/slow" --root "$WORK/root" --limit-rate "$RATE")/corpus.gz"
+FAST="http://127.0.0.1:$("$NGINX_START" "$WORK/fast" --root "$WORK/root")/corpus.gz"
 SERVER="nginx limit_rate $RATE"
 if ((PACED)); then
     PACED_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
     rate_bytes=$(python3 -c "import sys; t=sys.argv[1].lower(); m={'k':1024,'m':1048576}; print(int(t[:-1])*m[t[-1]] if t[-1] in m else int(t))" "$RATE")
-    python3 "$SCRIPT_DIR/paced_server.py" "$WORK/root/corpus.gz" "$PACED_PORT" "$rate_bytes" & PACED_PID=$!
+    python3 "$BENCH_DIR/paced_server.py" "$WORK/root/corpus.gz" "$PACED_PORT" "$rate_bytes" & PACED_PID=$!
     for _ in $(seq 50); do curl -sfI "http://127.0.0.1:$PACED_PORT/corpus.gz" >/dev/null && break; sleep 0.1; done
     SLOW="http://127.0.0.1:$PACED_PORT/corpus.gz"
     SERVER="paced_server.py $RATE"
@@ -118,8 +88,7 @@ hyperfine -w 1 -r $((RUNS + 2)) --export-json "$WORK/fast.json" --style basic \
     -n "unthrottled sluice N=1" "$(sluice_cmd "$FAST" 1)" \
     -n "unthrottled sluice N=4" "$(sluice_cmd "$FAST" 4)" >&2
 
-rss=$( { /usr/bin/time -f %M "$SLUICE" --progress none \
-    "fetch $SLOW connections=16 | verify sha256:$DIGEST | gunzip | file $WORK/out/r" >/dev/null; } 2>&1 | tail -1)
+rss=$(peak_rss_kib "'$SLUICE' --progress none 'fetch $SLOW connections=16 | verify sha256:$DIGEST | gunzip | file $WORK/out/r'")
 
 python3 - "$WORK/slow.json" "$WORK/fast.json" "$BYTES" "$SERVER" "$rss" <<'PY'
 import json, sys

@@ -14,22 +14,14 @@
 # directory inside DIR, removed on exit.
 set -uo pipefail
 export LC_ALL=C
-BENCH=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
-REPO=$(cd -- "$BENCH/.." && pwd)
-S="$REPO/.build/release/sluice"
-STAGE=unzstd RUNS=3 INTERVAL=() DIR="$BENCH/.corpus"
-while (($# > 1)); do
-    case "$1" in
-        --stage) STAGE=$2; shift 2 ;;
-        --runs) RUNS=$2; shift 2 ;;
-        --interval) INTERVAL=(--checkpoint-interval "$2"); shift 2 ;;
-        --dir) DIR=$2; shift 2 ;;
-        *) break ;;
-    esac
-done
-(($# == 1)) && [[ -f "$1" ]] || { sed -n '2,14p' "$0" >&2; exit 2; }
-INPUT=$(realpath -- "$1")
-[[ -x "$S" ]] || (cd "$REPO" && swift build -c release --product sluice >&2) || exit 1
+source "$(dirname -- "${BASH_SOURCE[0]}")/lib/common.sh"
+STAGE=unzstd RUNS=3 INTERVAL_SIZE="" DIR=$CACHE_DIR
+parse_options --with-operands --stage STAGE --runs RUNS --interval INTERVAL_SIZE --dir DIR -- "$@"
+INTERVAL=()
+[[ -z "$INTERVAL_SIZE" ]] || INTERVAL=(--checkpoint-interval "$INTERVAL_SIZE")
+((${#OPERANDS[@]} == 1)) && [[ -f "${OPERANDS[0]}" ]] || { script_help >&2; exit 2; }
+INPUT=$(realpath -- "${OPERANDS[0]}")
+[[ -x "$SLUICE" ]] || build_sluice >&2 || exit 1
 mkdir -p "$DIR"
 W=$(mktemp -d "$DIR/resume.XXXXXX")
 P=
@@ -60,7 +52,7 @@ printf '%-4s %9s %9s %10s %9s %9s %8s %-9s %s\n' run total last20% killed-at ckp
 for ((r = 1; r <= RUNS; r++)); do
     rm -f out out.sluice* reference
     t0=$(now)
-    "$S" "${INTERVAL[@]}" --progress json "$SPEC" 2>events.txt || { echo "uninterrupted run failed" >&2; exit 1; }
+    "$SLUICE" "${INTERVAL[@]}" --progress json "$SPEC" 2>events.txt || { echo "uninterrupted run failed" >&2; exit 1; }
     t1=$(now)
     mv out reference
     plain=$(stat -c %s reference)
@@ -70,7 +62,7 @@ for ((r = 1; r <= RUNS; r++)); do
     # The killed run: its progress events arrive through a FIFO; SIGKILL at 80% of the output.
     rm -f out out.sluice* ev
     mkfifo ev
-    "$S" "${INTERVAL[@]}" --progress json "$SPEC" 2>ev &
+    "$SLUICE" "${INTERVAL[@]}" --progress json "$SPEC" 2>ev &
     P=$!
     killed_at=0
     while read -r line; do
@@ -87,7 +79,7 @@ for ((r = 1; r <= RUNS; r++)); do
     ck=$(python3 -c 'import json, sys; print(json.loads(open(sys.argv[1], "rb").readline())["source"]["offset"])' out.sluice \
         2>/dev/null || echo '?')
     r0=$(now)
-    "$S" "${INTERVAL[@]}" --progress none "$SPEC" 2>/dev/null
+    "$SLUICE" "${INTERVAL[@]}" --progress none "$SPEC" 2>/dev/null
     r1=$(now)
     cmp -s out reference && ok=identical || ok=DIFFERENT
     python3 -c '

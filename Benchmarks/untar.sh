@@ -12,22 +12,11 @@
 set -euo pipefail
 export LC_ALL=C
 
-SCRIPT_DIR=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
-REPO_ROOT=$(cd -- "$SCRIPT_DIR/.." && pwd)
-SLUICE="$REPO_ROOT/.build/release/sluice"
-FILES=50000; MIB=1024; RUNS=5; WHERE=/dev/shm; SYNC=0
-while (($#)); do
-    case "$1" in
-        --files) FILES=$2; shift 2 ;;
-        --mib) MIB=$2; shift 2 ;;
-        --runs) RUNS=$2; shift 2 ;;
-        --where) WHERE=$2; shift 2 ;;
-        --sync) SYNC=1; shift ;;
-        *) echo "unknown option $1" >&2; exit 2 ;;
-    esac
-done
+source "$(dirname -- "${BASH_SOURCE[0]}")/lib/common.sh"
+FILES=50000 MIB=1024 RUNS=5 WHERE=/dev/shm SYNC=0
+parse_options --files FILES --mib MIB --runs RUNS --where WHERE --sync SYNC=1 -- "$@"
 WHERE=$(cd -- "$WHERE" && pwd)   # absolute: nginx's prefix and the commands must agree
-CACHE="$SCRIPT_DIR/.corpus/untar-$FILES-$MIB"
+CACHE="$CACHE_DIR/untar-$FILES-$MIB"
 mkdir -p "$CACHE"
 if [[ ! -s $CACHE/corpus.tar.gz ]]; then
     echo "[untar] generating $FILES files, ~$MIB MiB" >&2
@@ -77,27 +66,11 @@ TAR_BYTES=$(stat -c %s "$CACHE/corpus.tar"); GZ_BYTES=$(stat -c %s "$CACHE/corpu
 MEMBERS=$(tar -tf "$CACHE/corpus.tar" | wc -l)
 
 WORK=$(mktemp -d "$WHERE/sluice-untar-bench.XXXXXX")
-NGINX_PID=""
-cleanup() { [[ -n $NGINX_PID ]] && kill "$NGINX_PID" 2>/dev/null; wait 2>/dev/null; rm -rf "$WORK"; }
-trap cleanup EXIT
-mkdir -p "$WORK/nginx/www" "$WORK/nginx/tmp"
+trap '"$NGINX_STOP" "$WORK/nginx" >/dev/null 2>&1 || true; rm -rf "$WORK"' EXIT
+mkdir -p "$WORK/nginx/www"
 ln -s "$CACHE/corpus.tar.gz" "$WORK/nginx/www/corpus.tar.gz"
-PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-{
-    ((EUID == 0)) && echo 'user root root;'
-    cat <<EOF
-worker_processes 1; daemon off; pid $WORK/nginx/nginx.pid; error_log $WORK/nginx/error.log warn;
-events { worker_connections 64; }
-http { access_log off; client_body_temp_path $WORK/nginx/tmp/cb; proxy_temp_path $WORK/nginx/tmp/p;
-  fastcgi_temp_path $WORK/nginx/tmp/f; uwsgi_temp_path $WORK/nginx/tmp/u; scgi_temp_path $WORK/nginx/tmp/s;
-  types { } default_type application/octet-stream; sendfile on; tcp_nopush on;
-  server { listen 127.0.0.1:$PORT; root $WORK/nginx/www; } }
-EOF
-} > "$WORK/nginx/nginx.conf"
-nginx -p "$WORK/nginx/" -e "$WORK/nginx/error.log" -c "$WORK/nginx/nginx.conf" </dev/null >/dev/null 2>&1 &
-NGINX_PID=$!
+PORT=$("$NGINX_START" "$WORK/nginx" --root "$WORK/nginx/www")
 URL="http://127.0.0.1:$PORT/corpus.tar.gz"
-for _ in $(seq 100); do curl -sf -o /dev/null -r 0-0 "$URL" && break; sleep 0.05; done
 
 OUT="$WORK/out"
 SYNC_CMD=""; ((SYNC)) && SYNC_CMD=" && sync"   # '&&': a failed command must not pass as sync's success

@@ -9,23 +9,12 @@
 # Usage: Benchmarks/xz.sh [--size MIB] [--runs N] [--only-multi]
 set -euo pipefail
 export LC_ALL=C
-SCRIPT_DIR=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
-REPO_ROOT=$(cd -- "$SCRIPT_DIR/.." && pwd)
-SIZE_MIB=200
-RUNS=5
-ONLY_MULTI=0
-while (($#)); do
-    case "$1" in
-        --only-multi) ONLY_MULTI=1; shift ;;
-        --size) SIZE_MIB=$2; shift 2 ;;
-        --runs) RUNS=$2; shift 2 ;;
-        *) echo "usage: Benchmarks/xz.sh [--size MIB] [--runs N] [--only-multi]" >&2; exit 2 ;;
-    esac
-done
-CACHE="$SCRIPT_DIR/.corpus/xz/$SIZE_MIB"
-SLUICE="$REPO_ROOT/.build/release/sluice"
+source "$(dirname -- "${BASH_SOURCE[0]}")/lib/common.sh"
+SIZE_MIB=200 RUNS=5 ONLY_MULTI=0
+parse_options --size SIZE_MIB --runs RUNS --only-multi ONLY_MULTI=1 -- "$@"
+CACHE="$CACHE_DIR/xz/$SIZE_MIB"
 mkdir -p "$CACHE"
-(cd "$REPO_ROOT" && swift build -c release --product sluice >&2)
+build_sluice >&2
 
 if [[ ! -f "$CACHE/plain" ]]; then
     echo "[xz] generating $SIZE_MIB MiB corpus" >&2
@@ -59,13 +48,13 @@ if ((!ONLY_MULTI)) && [[ ! -f "$CACHE/single.xz" ]]; then
 fi
 
 WORK=$(mktemp -d)
-trap '"$REPO_ROOT/Scripts/nginx/stop" "$WORK/nginx" >/dev/null 2>&1 || true; rm -rf "$WORK"' EXIT
+trap '"$NGINX_STOP" "$WORK/nginx" >/dev/null 2>&1 || true; rm -rf "$WORK"' EXIT
 cd "$WORK"
 echo "[xz] load average: $(cut -d' ' -f1-3 /proc/loadavg); corpus $(stat -c %s "$CACHE/plain") bytes," \
      "multi.xz $(stat -c %s "$CACHE/multi.xz")"
 mkdir -p nginx/root
 ln -s "$CACHE/multi.xz" nginx/root/multi.xz
-PORT=$("$REPO_ROOT/Scripts/nginx/start" "$WORK/nginx")
+PORT=$("$NGINX_START" "$WORK/nginx")
 URL="http://127.0.0.1:$PORT/multi.xz"
 SHA=$(sha256sum "$CACHE/multi.xz" | cut -d' ' -f1)
 hyperfine --shell bash --runs "$RUNS" --warmup 1 --prepare 'rm -f out out.sluice* sum' \
@@ -77,8 +66,7 @@ hyperfine --shell bash --runs "$RUNS" --warmup 1 --prepare 'rm -f out out.sluice
     "'$SLUICE' --progress none --checkpoint-interval 0 'fetch $URL | verify sha256:$SHA | unxz | file out'"
 cmp out "$CACHE/plain" && echo "[xz] fetched output checked"
 rm -f out out.sluice*
-/usr/bin/time -f "[xz] peak RSS fetch|verify|unxz|file multi: %M KiB" \
-    "$SLUICE" --progress none "fetch $URL | verify sha256:$SHA | unxz | file out"
+echo "[xz] peak RSS fetch|verify|unxz|file multi: $(peak_rss_kib "'$SLUICE' --progress none 'fetch $URL | verify sha256:$SHA | unxz | file out'") KiB" >&2
 ((ONLY_MULTI)) && exit 0
 hyperfine --runs "$RUNS" --warmup 1 --prepare 'rm -f out out.sluice*' \
     -n "xz -dc (single)" "xz -dc '$CACHE/single.xz' > out" \
@@ -88,7 +76,7 @@ hyperfine --runs "$RUNS" --warmup 1 --prepare 'rm -f out out.sluice*' \
     -n "unxz (multi)" "'$SLUICE' 'read $CACHE/multi.xz | unxz | file out'"
 for f in single multi; do
     rm -f out out.sluice*
-    /usr/bin/time -f "[xz] peak RSS unxz $f: %M KiB" "$SLUICE" "read $CACHE/$f.xz | unxz | file out"
-    /usr/bin/time -f "[xz] peak RSS xz -dc $f: %M KiB" xz -dc "$CACHE/$f.xz" > out
+    echo "[xz] peak RSS unxz $f: $(peak_rss_kib "'$SLUICE' 'read $CACHE/$f.xz | unxz | file out'") KiB" >&2
+    echo "[xz] peak RSS xz -dc $f: $(peak_rss_kib "xz -dc '$CACHE/$f.xz' > out") KiB" >&2
 done
 cmp out "$CACHE/plain" && echo "[xz] output checked"

@@ -11,19 +11,9 @@
 # --size 256 or more amortizes sluice's ~30 ms start-up better.
 set -euo pipefail
 export LC_ALL=C
-SCRIPT_DIR=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
-REPO_ROOT=$(cd -- "$SCRIPT_DIR/.." && pwd)
-CACHE_DIR="$SCRIPT_DIR/.corpus"
-SLUICE="$REPO_ROOT/.build/release/sluice"
-SIZE_MIB=64
-RUNS=5
-while (($#)); do
-    case "$1" in
-        --size) SIZE_MIB=$2; shift 2 ;;
-        --runs) RUNS=$2; shift 2 ;;
-        *) echo "usage: $0 [--size MIB] [--runs N]" >&2; exit 2 ;;
-    esac
-done
+source "$(dirname -- "${BASH_SOURCE[0]}")/lib/common.sh"
+SIZE_MIB=64 RUNS=5
+parse_options --size SIZE_MIB --runs RUNS -- "$@"
 log() { printf '[zstd-bench] %s\n' "$*" >&2; }
 
 mkdir -p "$CACHE_DIR"
@@ -48,7 +38,7 @@ if [[ ! -f "$CORPUS" ]]; then
     done | zstd -19 -T2 -q -c > "$CORPUS.tmp"
     mv "$CORPUS.tmp" "$CORPUS"
 fi
-[[ -x "$SLUICE" ]] || (cd "$REPO_ROOT" && swift build -c release --product sluice >&2)
+[[ -x "$SLUICE" ]] || build_sluice >&2
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 zstd -dc "$CORPUS" > "$OUT/reference"
@@ -65,6 +55,6 @@ rm -f "$OUT/a" "$OUT/a.sluice"
 "$SLUICE" "read $CORPUS | unzstd | file $OUT/a" && cmp "$OUT/a" "$OUT/reference" && log "output identical to zstd -dc"
 for cmd in "$SLUICE 'read $CORPUS | unzstd | file $OUT/a'" "zstd -dc $CORPUS > $OUT/c"; do
     rm -f "$OUT/a" "$OUT/a.sluice"
-    rss=$( { /usr/bin/time -f '%M' bash -c "$cmd" ; } 2>&1 | tail -1)
+    rss=$(peak_rss_kib "$cmd")
     printf 'peak RSS %6d KiB  %s\n' "$rss" "${cmd//$OUT\//}"
 done

@@ -65,6 +65,8 @@ ensure() { # NAME SIZE_MIB
     if [[ -f "$file" && -f "$meta" ]]; then
         log "checking cached corpus $(basename -- "$file")"
         if [[ "$(sha256_of "$file")" == "$(meta_value sha256 "$meta")" ]]; then
+            # A cache copied or moved from another checkout still names its old place.
+            [[ "$(meta_value file "$meta")" == "$file" ]] || sed -i "s|^file=.*|file=$file|" "$meta"
             printf '%s\n' "$meta"
             return 0
         fi

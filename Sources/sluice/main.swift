@@ -6,6 +6,23 @@ import Sluice
 
 signal(SIGPIPE, SIG_IGN)
 
+/// Standard descriptors the caller closed (`<&-`, `>&-`, `2>&-`). Each is given /dev/null, so
+/// no file opened later takes its number: the lock file was read as `stdin` (exit 0 with an
+/// empty output), and messages for stderr would land in whatever file got descriptor 2.
+/// A pipeline that reads or writes a closed one is refused below.
+let closedStandardDescriptors: Set<Int32> = {
+    var closed: Set<Int32> = []
+    for fd: Int32 in 0...2 where fcntl(fd, F_GETFD) == -1 && errno == EBADF {
+        let placeholder = open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY)
+        if placeholder >= 0 && placeholder != fd {
+            dup2(placeholder, fd)
+            close(placeholder)
+        }
+        closed.insert(fd)
+    }
+    return closed
+}()
+
 func fail(_ error: SluiceError) -> Never {
     // Nothing has run yet: no checkpoint, no output to speak of.
     let line = Advice(writesCheckpoints: false, checkpointLeft: false, toStdout: false, input: "").line(for: error)
@@ -51,6 +68,12 @@ case .run(let text, let specFile):
     } catch {
         let location = specFile.map { "\($0): " } ?? ""
         fail(.usage("\(location)\(error)"))
+    }
+    if closedStandardDescriptors.contains(0), spec.stages.first?.name == "stdin" {
+        fail(.usage("standard input is closed, and the pipeline reads it with 'stdin'"))
+    }
+    if closedStandardDescriptors.contains(1), spec.stages.last?.name == "stdout" {
+        fail(.usage("standard output is closed, and the pipeline writes it with 'stdout'"))
     }
     exit(Runner(spec: spec, arguments: arguments).run())
 }

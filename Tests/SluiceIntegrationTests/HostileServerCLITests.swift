@@ -12,13 +12,7 @@ final class HostileServerCLITests: XCTestCase {
     // MARK: Item 1: a clean line and exit 3, never a trap
 
     func testContentRangePastTwoToTheSixtyFourExitsThree() throws {
-        try withFaultServer(
-            body: Self.body,
-            fault: {
-                $0.contentRange = "bytes 0-18446744073709551615/*"
-                $0.omitContentLength = true
-            }
-        ) { server in
+        try withFaultServer(body: Self.body, fault: { $0 = .contentRangePastTwoToTheSixtyFour }) { server in
             let dir = try makeTemporaryDirectory(self)
             let result = try SluiceBinary.run(["fetch \(server.url()) | file \(dir)/out"])
             XCTAssertFalse(result.signalled, "killed by signal \(result.status)")
@@ -108,19 +102,13 @@ final class HostileServerCLITests: XCTestCase {
     // MARK: Item 17: server strings escaped
 
     func testEscapeSequencesFromTheServerNeverReachTheTerminal() throws {
-        try withFaultServer(
-            body: Self.body,
-            fault: {
-                $0.status = 404
-                $0.reasonPhrase = "Not Found\u{1b}]0;owned\u{07}\u{1b}[2J\r"
-            }
-        ) { server in
+        try withFaultServer(body: Self.body, fault: { $0 = .escapeSequencesInTheReasonPhrase }) { server in
             let result = try SluiceBinary.run(["--progress", "json", "fetch \(server.url()) | stdout"])
             XCTAssertEqual(result.status, 3, result.stderr)
             XCTAssertFalse(
                 result.stderr.unicodeScalars.contains { $0.value == 0x1b || $0.value == 0x07 || $0 == "\r" },
                 result.stderr.debugDescription)
-            XCTAssertTrue(result.stderr.contains("Not Found\\x1B]0;owned"), result.stderr)
+            XCTAssertTrue(result.stderr.contains(FaultServer.Fault.escapedReasonPhrase), result.stderr)
         }
     }
 

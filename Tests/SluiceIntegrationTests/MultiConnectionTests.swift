@@ -12,11 +12,7 @@ final class MultiConnectionTests: XCTestCase {
     func testThroughputGrowsWithConnectionsAndOutputIsExact() throws {
         try requireSlowTests()
         let size = 32 << 20
-        let nginx = try startNginx(self, configuration: .init(rateLimits: ["/slow/": "8m"])) { root in
-            try FileManager.default.createDirectory(atPath: root + "/slow", withIntermediateDirectories: true)
-            try Self.writeData(size: size, to: root + "/slow/data.bin")
-        }
-        let digest = try sha256Hex(ofFile: nginx.root + "/slow/data.bin")
+        let (_, url, digest) = try startSlowNginx(size: size, rate: "8m")
         let dir = try makeTemporaryDirectory(self)
         var report: [String] = []
         for connections in [1, 2, 4, 8] {
@@ -24,7 +20,7 @@ final class MultiConnectionTests: XCTestCase {
             let started = Date()
             let result = try SluiceBinary.run([
                 "--progress", "json",
-                "fetch \(nginx.url("/slow/data.bin")) connections=\(connections) | verify sha256:\(digest) | file \(out)",
+                "fetch \(url) connections=\(connections) | verify sha256:\(digest) | file \(out)",
             ])
             let seconds = Date().timeIntervalSince(started)
             XCTAssertEqual(result.status, 0, result.stderr)
@@ -42,15 +38,10 @@ final class MultiConnectionTests: XCTestCase {
         try requireSlowTests()
         // nginx lets each request send one second's worth at once (limit_rate × (elapsed + 1)),
         // so the rate must be well below a segment's size for the runs to last until the kill.
-        let size = 64 << 20
-        let nginx = try startNginx(self, configuration: .init(rateLimits: ["/slow/": "512k"])) { root in
-            try FileManager.default.createDirectory(atPath: root + "/slow", withIntermediateDirectories: true)
-            try Self.writeData(size: size, to: root + "/slow/data.bin")
-        }
-        let digest = try sha256Hex(ofFile: nginx.root + "/slow/data.bin")
+        let (nginx, url, digest) = try startSlowNginx(size: 64 << 20, rate: "512k")
         let dir = try makeTemporaryDirectory(self)
         let out = dir + "/out"
-        let spec = "fetch \(nginx.url("/slow/data.bin")) connections=8 | verify sha256:\(digest) | file \(out)"
+        let spec = "fetch \(url) connections=8 | verify sha256:\(digest) | file \(out)"
         let arguments = ["--progress", "json", "--checkpoint-interval", "1MiB", spec]
         var resumedFrom: [UInt64] = []
         for kill in 1...5 {
@@ -74,9 +65,8 @@ final class MultiConnectionTests: XCTestCase {
                     "run \(kill) was not killed after a checkpoint at \(target): status \(outcome.status),"
                         + " \(outcome.lines.suffix(3))")
             }
-            let inspected = try SluiceBinary.run(["inspect", out + ".sluice", "--json"])
-            let object = try? JSONSerialization.jsonObject(with: inspected.stdout) as? [String: Any]
-            guard let offset = ((object?["source"] as? [String: Any])?["offset"] as? NSNumber)?.uint64Value else {
+            let inspected = try Self.inspectedOffset(out + ".sluice")
+            guard let offset = inspected.offset else {
                 let files = (try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []
                 return XCTFail(
                     "kill \(kill) left no readable checkpoint: \(inspected.stderr); files \(files);"
@@ -101,28 +91,20 @@ final class MultiConnectionTests: XCTestCase {
 
     func testSIGINTSavesTheInOrderPointAndTheRerunReplansFromThere() throws {
         try requireSlowTests()
-        let size = 32 << 20
-        let nginx = try startNginx(self, configuration: .init(rateLimits: ["/slow/": "512k"])) { root in
-            try FileManager.default.createDirectory(atPath: root + "/slow", withIntermediateDirectories: true)
-            try Self.writeData(size: size, to: root + "/slow/data.bin")
-        }
-        let digest = try sha256Hex(ofFile: nginx.root + "/slow/data.bin")
+        let (nginx, url, digest) = try startSlowNginx(size: 32 << 20, rate: "512k")
         let dir = try makeTemporaryDirectory(self)
         let out = dir + "/out"
         let arguments = [
             "--progress", "json", "--checkpoint-interval", "1MiB",
-            "fetch \(nginx.url("/slow/data.bin")) connections=8 | verify sha256:\(digest) | file \(out)",
+            "fetch \(url) connections=8 | verify sha256:\(digest) | file \(out)",
         ]
         let run = try StreamingProcess(SluiceBinary.path, arguments)
         XCTAssertTrue(run.waitForLine(timeout: 60, where: isLaterCheckpoint))
         run.signal(SIGINT)
         let outcome = run.wait()
         XCTAssertEqual(outcome.status, 130, "\(outcome.lines.suffix(3))")
-        let inspected = try SluiceBinary.run(["inspect", out + ".sluice", "--json"])
-        let object = try? JSONSerialization.jsonObject(with: inspected.stdout) as? [String: Any]
-        let offset = try XCTUnwrap(
-            ((object?["source"] as? [String: Any])?["offset"] as? NSNumber)?.uint64Value,
-            inspected.stderr)
+        let inspected = try Self.inspectedOffset(out + ".sluice")
+        let offset = try XCTUnwrap(inspected.offset, inspected.stderr)
         // The checkpoint covers bytes in order only: the partial file holds at least that many.
         let partial = try XCTUnwrap(FileManager.default.attributesOfItem(atPath: out + ".sluice-part")[.size] as? NSNumber)
         XCTAssertLessThanOrEqual(offset, partial.uint64Value)
@@ -176,6 +158,23 @@ final class MultiConnectionTests: XCTestCase {
         print("MultiConnectionTests: 16 connections, stalled head: peak RSS \(rss) KiB")
         XCTAssertGreaterThan(rss, 1024)
         XCTAssertLessThanOrEqual(rss, Self.rssLimitKiB)
+    }
+
+    /// nginx serving `size` bytes at /slow/data.bin, each connection limited to `rate`: the
+    /// server, that file's URL and its sha256.
+    private func startSlowNginx(size: Int, rate: String) throws -> (nginx: Nginx, url: String, digest: String) {
+        let nginx = try startNginx(self, configuration: .init(rateLimits: ["/slow/": rate])) { root in
+            try FileManager.default.createDirectory(atPath: root + "/slow", withIntermediateDirectories: true)
+            try Self.writeData(size: size, to: root + "/slow/data.bin")
+        }
+        return (nginx, nginx.url("/slow/data.bin"), try sha256Hex(ofFile: nginx.root + "/slow/data.bin"))
+    }
+
+    /// The source offset `sluice inspect --json` reads from a checkpoint (nil: none), and its stderr.
+    private static func inspectedOffset(_ checkpoint: String) throws -> (offset: UInt64?, stderr: String) {
+        let inspected = try SluiceBinary.run(["inspect", checkpoint, "--json"])
+        let object = try? JSONSerialization.jsonObject(with: inspected.stdout) as? [String: Any]
+        return (((object?["source"] as? [String: Any])?["offset"] as? NSNumber)?.uint64Value, inspected.stderr)
     }
 
     /// Incompressible-ish data, written in 1 MiB blocks that differ from each other.

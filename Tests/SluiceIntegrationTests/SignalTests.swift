@@ -91,15 +91,7 @@ final class SignalTests: XCTestCase {
     /// `sluice … | head -c 100`: the run ends as cat does when its reader goes — killed by
     /// SIGPIPE, status 141 in the shell — saying nothing, with the checkpoint saved.
     func testAClosedStdoutPipeEndsQuietlyLikeSIGPIPE() throws {
-        let dir = try makeTemporaryDirectory(self)
-        try Self.makeZeros(dir + "/in", count: 32 << 20)
-        let command =
-            "cd '\(dir)' && timeout -s KILL \(Int(Self.hangGuard)) '\(SluiceBinary.path)' --checkpoint ck "
-            + "'read in | stdout' 2>err | head -c 100 | wc -c; echo \"status ${PIPESTATUS[0]}\""
-        let result = try shell(command, capture: true)
-        XCTAssertEqual(result.status, 0)
-        let lines = result.output.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
-        XCTAssertEqual(lines, ["100", "status 141"], "expected death by SIGPIPE (141), got: \(result.output)")
+        let dir = try readIntoHeadOf100Bytes(jsonProgress: false)
         XCTAssertEqual(try String(contentsOfFile: dir + "/err", encoding: .utf8), "", "nothing on stderr")
         XCTAssertNotNil(CheckpointFacts(path: dir + "/ck"), "the checkpoint is kept")
         // And the rerun resumes from it.
@@ -111,19 +103,28 @@ final class SignalTests: XCTestCase {
     /// The same with `--progress json`: the last event says what really happens — exit 141,
     /// not the exit 6 an ordinary write failure would be.
     func testAClosedStdoutPipeReportsSIGPIPEInTheJSONErrorEvent() throws {
-        let dir = try makeTemporaryDirectory(self)
-        try Self.makeZeros(dir + "/in", count: 32 << 20)
-        let command =
-            "cd '\(dir)' && timeout -s KILL \(Int(Self.hangGuard)) '\(SluiceBinary.path)' --progress json --checkpoint ck "
-            + "'read in | stdout' 2>err | head -c 100 | wc -c; echo \"status ${PIPESTATUS[0]}\""
-        let result = try shell(command, capture: true)
-        let lines = result.output.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
-        XCTAssertEqual(lines, ["100", "status 141"], "expected death by SIGPIPE (141), got: \(result.output)")
+        let dir = try readIntoHeadOf100Bytes(jsonProgress: true)
         let events = try String(contentsOfFile: dir + "/err", encoding: .utf8).split(separator: "\n")
         let errors = events.filter { $0.contains("\"event\":\"error\"") }
         XCTAssertEqual(errors.count, 1, "\(events)")
         XCTAssertTrue(errors.first?.contains("\"exit_code\":141") == true, "\(errors)")
         XCTAssertEqual(events.last.map(String.init), errors.first.map(String.init), "the error event is the last line")
+    }
+
+    /// `sluice [--progress json] --checkpoint ck 'read in | stdout' 2>err | head -c 100` over
+    /// 32 MiB of zeros in a new directory: checks that head got its 100 bytes and sluice died
+    /// of SIGPIPE (status 141, as cat does), and returns the directory.
+    private func readIntoHeadOf100Bytes(jsonProgress: Bool, file: StaticString = #filePath, line: UInt = #line) throws -> String {
+        let dir = try makeTemporaryDirectory(self)
+        try Self.makeZeros(dir + "/in", count: 32 << 20)
+        let command =
+            "cd '\(dir)' && timeout -s KILL \(Int(Self.hangGuard)) '\(SluiceBinary.path)' \(jsonProgress ? "--progress json " : "")--checkpoint ck "
+            + "'read in | stdout' 2>err | head -c 100 | wc -c; echo \"status ${PIPESTATUS[0]}\""
+        let result = try shell(command, capture: true)
+        XCTAssertEqual(result.status, 0, file: file, line: line)
+        let lines = result.output.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
+        XCTAssertEqual(lines, ["100", "status 141"], "expected death by SIGPIPE (141), got: \(result.output)", file: file, line: line)
+        return dir
     }
 
     // MARK: the second signal

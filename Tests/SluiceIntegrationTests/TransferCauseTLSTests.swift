@@ -22,7 +22,7 @@ final class TransferCauseTLSTests: XCTestCase {
             var options = PipelineOptions()
             options.http.retries = 1
             options.http.backoffBase = 0.01
-            let untrusted = try run(url, connections: connections, options: options, output: "\(directory)/u\(connections)")
+            let untrusted = try fetchPipelineError(url, connections: connections, options: options, output: "\(directory)/u\(connections)")
             guard case .transfer(_, .certificate(let host, _), .atOnce)? = untrusted else {
                 XCTFail("connections=\(connections): \(String(describing: untrusted))")
                 continue
@@ -32,7 +32,7 @@ final class TransferCauseTLSTests: XCTestCase {
 
             // A CA file that does not exist: TLS cannot even be set up.
             options.http.caCertificate = directory + "/missing-ca.pem"
-            let missing = try run(url, connections: connections, options: options, output: "\(directory)/m\(connections)")
+            let missing = try fetchPipelineError(url, connections: connections, options: options, output: "\(directory)/m\(connections)")
             guard case .transfer(_, .tls(let tlsHost, let reason), _)? = missing else {
                 XCTFail("connections=\(connections): \(String(describing: missing))")
                 continue
@@ -48,7 +48,7 @@ final class TransferCauseTLSTests: XCTestCase {
         trusting.http.caCertificate = nginx.caCertificate
         trusting.http.retries = 1
         let misnamedURL = nginx.httpsURL("/data.bin", host: "[::ffff:127.0.0.1]")
-        let misnamed = try run(misnamedURL, connections: 1, options: trusting, output: "\(directory)/n")
+        let misnamed = try fetchPipelineError(misnamedURL, connections: 1, options: trusting, output: "\(directory)/n")
         guard case .transfer(_, .certificateName, .atOnce)? = misnamed else {
             return XCTFail("a name mismatch: \(String(describing: misnamed))")
         }
@@ -62,15 +62,5 @@ final class TransferCauseTLSTests: XCTestCase {
         XCTAssertEqual(cli.status, 3, cli.stderr)
         XCTAssertTrue(cli.stderr.contains("TLS certificate of \(server) could not be verified"), cli.stderr)
         XCTAssertTrue(cli.stderr.contains("pass --cacert FILE to trust a private CA"), cli.stderr)
-    }
-
-    private func run(_ url: String, connections: Int, options: PipelineOptions, output: String) throws -> SluiceError? {
-        let pipeline = try Pipeline("fetch \(url) connections=\(connections) | file \(output)", options: options)
-        do {
-            _ = try pipeline.run()
-            return nil
-        } catch {
-            return error
-        }
     }
 }

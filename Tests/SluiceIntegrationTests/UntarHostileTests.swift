@@ -150,6 +150,8 @@ final class UntarHostileTests: XCTestCase {
             ("d('d'); sym('s', 'd'); reg('s/f')", "'s/f'", "written through 's'"),
             ("sparse_gnu('holes')", "'holes'", "sparse"),
             ("hard('h', 'later')", "'h'", "has not been extracted"),
+            ("hard('h', 'h')", "'h'", "has not been extracted"),
+            ("d('x'); hard('x/h', './x/h')", "'x/h'", "has not been extracted"),
         ]
         for (index, (body, member, rule)) in cases.enumerated() {
             try makeArchive(body, at: dir + "/\(index).tar", absolute: dir)
@@ -171,7 +173,7 @@ final class UntarHostileTests: XCTestCase {
             i = info('fifo', tarfile.FIFOTYPE); t.addfile(i)
             i = info('dev', tarfile.CHRTYPE); i.devmajor = 1; i.devminor = 3; t.addfile(i)
             i = info('suid', tarfile.REGTYPE); i.mode = 0o7777; i.size = 1; t.addfile(i, io.BytesIO(b'x'))
-            d('./'); reg('dup', data=b'one'); hard('h', 'dup'); reg('dup', data=b'two, longer')
+            d('./'); reg('dup', data=b'one'); hard('h', 'dup'); hard('h', 'h'); reg('dup', data=b'two, longer')
             """
         try makeArchive(body, at: dir + "/a.tar", absolute: dir)
         let result = try SluiceBinary.run(["read \(dir)/a.tar | untar \(dir)/out"])
@@ -277,6 +279,26 @@ final class UntarHostileTests: XCTestCase {
         let result = try SluiceBinary.run(["-q", "read \(dir)/a.tar | untar \(dir)/empty"])
         XCTAssertEqual(result.status, 0, result.stderr)
         XCTAssertEqual(try String(contentsOfFile: dir + "/empty/a", encoding: .utf8), "data")
+    }
+
+    /// A stale DIR.sluice-part (no checkpoint) is removed before a fresh run, but never across
+    /// a mount point: what is mounted inside stays, and the run says why it cannot go on.
+    /// The mount lives in a private mount namespace (`unshare -m`), so it cannot outlive the test.
+    func testStalePartialTreeIsRemovedWithoutCrossingAMountPoint() throws {
+        let dir = try makeTemporaryDirectory(self)
+        try makeArchive("reg('a')", at: dir + "/a.tar", absolute: dir)
+        let part = dir + "/out.sluice-part"
+        let script = """
+            set -e; mkdir -p \(part)/mnt \(part)/old; echo stale > \(part)/old/f
+            mount -t tmpfs tmpfs \(part)/mnt; echo keep > \(part)/mnt/keep; chmod 755 \(part)/mnt
+            set +e; '\(SluiceBinary.path)' -q 'read \(dir)/a.tar | untar \(dir)/out' 2> \(dir)/stderr; echo "exit=$?"
+            cat \(part)/mnt/keep; stat -c %a \(part)/mnt; ls \(part); test ! -e \(dir)/out && echo "no DIR"
+            """
+        let result = try shell("unshare -m bash -c \(shellQuote(script))", capture: true)
+        XCTAssertEqual(result.status, 0, result.output)
+        XCTAssertEqual(result.output, "exit=2\nkeep\n755\nmnt\nno DIR\n")
+        let stderr = try String(contentsOfFile: dir + "/stderr", encoding: .utf8)
+        XCTAssertTrue(stderr.contains("could not be removed"), stderr)
     }
 }
 

@@ -84,18 +84,6 @@ final class FaultServer: Sendable {
         var etag: String? = nil
         /// Throttle this connection to about this rate.
         var bytesPerSecond: Int? = nil
-
-        init(
-            dropAfterBodyBytes: Int? = nil, stallAfterBodyBytes: Int? = nil, status: Int? = nil,
-            ignoreRange: Bool = false, etag: String? = nil, bytesPerSecond: Int? = nil
-        ) {
-            self.dropAfterBodyBytes = dropAfterBodyBytes
-            self.stallAfterBodyBytes = stallAfterBodyBytes
-            self.status = status
-            self.ignoreRange = ignoreRange
-            self.etag = etag
-            self.bytesPerSecond = bytesPerSecond
-        }
     }
 
     struct Request: Sendable {
@@ -113,12 +101,16 @@ final class FaultServer: Sendable {
         var description: String { "FaultServer: \(call) failed: \(String(cString: strerror(code)))" }
     }
 
+    /// The validators the resource has unless `init` is given others.
+    static let defaultETag = "\"v1\""
+    static let defaultLastModified = "Wed, 01 Jan 2025 00:00:00 GMT"
+
     private let core: Core
     let port: UInt16
 
     init(
-        body: [UInt8], etag: String = "\"v1\"",
-        lastModified: String = "Wed, 01 Jan 2025 00:00:00 GMT", fault: Fault = Fault()
+        body: [UInt8], etag: String = FaultServer.defaultETag,
+        lastModified: String = FaultServer.defaultLastModified, fault: Fault = Fault()
     ) throws {
         let (fd, port) = try Self.openListener()
         self.port = port
@@ -305,13 +297,8 @@ extension FaultServer {
                 close(listenFD)
             }
             while !isStopped {
-                var pfd = pollfd(fd: listenFD, events: Int16(POLLIN), revents: 0)
-                let ready = poll(&pfd, 1, 100)
-                if ready == 0 { continue }
-                if ready < 0 {
-                    if errno == EINTR { continue }
-                    return
-                }
+                guard let ready = Self.readable(listenFD) else { return }
+                if !ready { continue }
                 let fd = accept(listenFD, nil, nil)
                 if fd < 0 {
                     if isStopped { return }
@@ -390,13 +377,8 @@ extension FaultServer {
                 if buffer.count >= Self.maxHeadBytes { return .tooLarge }
                 scanFrom = max(0, buffer.count - 3)
                 if isStopped || Date() >= deadline { return .gone }
-                var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-                let ready = poll(&pfd, 1, 100)
-                if ready == 0 { continue }
-                if ready < 0 {
-                    if errno == EINTR { continue }
-                    return .gone
-                }
+                guard let ready = Self.readable(fd) else { return .gone }
+                if !ready { continue }
                 let count = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
                 if count == 0 { return .gone }
                 if count < 0 {
@@ -748,6 +730,15 @@ extension FaultServer {
             }
         }
 
+        /// Whether `fd` has input (or an end) within 100 ms, so that a waiting loop sees a stop
+        /// soon: false when not yet (or interrupted), nil when `poll` failed.
+        private static func readable(_ fd: Int32) -> Bool? {
+            var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&pfd, 1, 100)
+            if ready < 0 { return errno == EINTR ? false : nil }
+            return ready > 0
+        }
+
         /// Sleeps in short slices until `date`; false if the server stopped meanwhile.
         private func pause(until date: Date) -> Bool {
             while true {
@@ -764,13 +755,8 @@ extension FaultServer {
             let deadline = Date().addingTimeInterval(seconds)
             var scratch = [UInt8](repeating: 0, count: 4096)
             while !isStopped && Date() < deadline {
-                var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-                let ready = poll(&pfd, 1, 100)
-                if ready == 0 { continue }
-                if ready < 0 {
-                    if errno == EINTR { continue }
-                    return
-                }
+                guard let ready = Self.readable(fd) else { return }
+                if !ready { continue }
                 let count = scratch.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
                 if count == 0 { return }
                 if count < 0 && errno != EINTR && errno != EAGAIN { return }
@@ -787,7 +773,7 @@ extension FaultServer {
 ///     }
 @discardableResult
 func withFaultServer<T>(
-    body: [UInt8], etag: String = "\"v1\"", lastModified: String = "Wed, 01 Jan 2025 00:00:00 GMT",
+    body: [UInt8], etag: String = FaultServer.defaultETag, lastModified: String = FaultServer.defaultLastModified,
     fault configure: (inout FaultServer.Fault) -> Void = { _ in },
     _ test: (FaultServer) throws -> T
 ) throws -> T {

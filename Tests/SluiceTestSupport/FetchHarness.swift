@@ -68,6 +68,15 @@ final class FetchEventLog: @unchecked Sendable {
         if case .retry = event { onRetry?() }
     }
 
+    /// Every connection count the run announced, in order.
+    var connections: [Int] {
+        lock.withLock { events.compactMap { if case .connections(let n) = $0 { return n } else { return nil } } }
+    }
+
+    var notices: [String] {
+        lock.withLock { events.compactMap { if case .notice(let text) = $0 { return text } else { return nil } } }
+    }
+
     var retries: [(attempt: Int, delay: Double, reason: String)] {
         lock.withLock {
             events.compactMap {
@@ -75,5 +84,25 @@ final class FetchEventLog: @unchecked Sendable {
                 return nil
             }
         }
+    }
+}
+
+/// A fetch checkpoint of a FaultServer's resource with its default validators, from `url`,
+/// `offset` of its `totalLength` bytes in.
+func faultServerCheckpoint(_ url: String, offset: UInt64, totalLength: Int) -> SourceState {
+    SourceState(
+        kind: "fetch", location: url, offset: offset, etag: FaultServer.defaultETag,
+        lastModified: FaultServer.defaultLastModified, totalLength: UInt64(totalLength))
+}
+
+/// Runs `fetch URL connections=N | file OUTPUT` through `Pipeline.run`: the error it ended
+/// with, nil when it succeeded.
+func fetchPipelineError(_ url: String, connections: Int, options: PipelineOptions, output: String) throws -> SluiceError? {
+    let pipeline = try Pipeline("fetch \(url) connections=\(connections) | file \(output)", options: options)
+    do {
+        _ = try pipeline.run()
+        return nil
+    } catch {
+        return error
     }
 }

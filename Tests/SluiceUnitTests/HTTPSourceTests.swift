@@ -9,7 +9,6 @@ final class HTTPSourceTests: XCTestCase {
     private static let size = 100_000
     private static let body: [UInt8] = (0..<size).map { UInt8(truncatingIfNeeded: ($0 &* 31) ^ ($0 >> 8)) }
     private static let otherBody: [UInt8] = (0..<size + 5).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ 1) }
-    private static let lastModified = "Wed, 01 Jan 2025 00:00:00 GMT"
 
     // MARK: Plain transfers
 
@@ -18,11 +17,7 @@ final class HTTPSourceTests: XCTestCase {
             let run = try fetch(server.url())
             XCTAssertNil(run.error)
             XCTAssertEqual(run.sink.bytes, Self.body)
-            XCTAssertEqual(
-                run.source.state(at: 42),
-                SourceState(
-                    kind: "fetch", location: server.url(), offset: 42, etag: "\"v1\"",
-                    lastModified: Self.lastModified, totalLength: UInt64(Self.size)))
+            XCTAssertEqual(run.source.state(at: 42), Self.checkpoint(server.url(), offset: 42))
             let requests = server.requests
             XCTAssertEqual(requests.count, 1)
             XCTAssertNil(requests.first?.headers["range"])
@@ -598,9 +593,7 @@ final class HTTPSourceTests: XCTestCase {
     }
 
     private static func checkpoint(_ url: String, offset: UInt64) -> SourceState {
-        SourceState(
-            kind: "fetch", location: url, offset: offset, etag: "\"v1\"", lastModified: lastModified,
-            totalLength: UInt64(size))
+        faultServerCheckpoint(url, offset: offset, totalLength: size)
     }
 
     private static func encode(_ text: String) -> String {

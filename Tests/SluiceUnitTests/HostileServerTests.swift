@@ -14,13 +14,7 @@ final class HostileServerTests: XCTestCase {
     // MARK: Numbers (item 1)
 
     func testContentRangePastTwoToTheSixtyFourIsAFailureNotATrap() throws {
-        try withFaultServer(
-            body: Self.body,
-            fault: {
-                $0.contentRange = "bytes 0-18446744073709551615/*"
-                $0.omitContentLength = true
-            }
-        ) { server in
+        try withFaultServer(body: Self.body, fault: { $0 = .contentRangePastTwoToTheSixtyFour }) { server in
             let run = try fetch(server.url())
             let reason = try transferReason(run.error)
             XCTAssertTrue(reason.contains("Content-Range 'bytes 0-18446744073709551615/*'"), reason)
@@ -202,16 +196,10 @@ final class HostileServerTests: XCTestCase {
     // MARK: Server strings escaped (item 17)
 
     func testReasonPhraseIsEscaped() throws {
-        try withFaultServer(
-            body: Self.body,
-            fault: {
-                $0.status = 404
-                $0.reasonPhrase = "Not Found\u{1b}]0;pwned\u{07}\u{1b}[2J"
-            }
-        ) { server in
+        try withFaultServer(body: Self.body, fault: { $0 = .escapeSequencesInTheReasonPhrase }) { server in
             let reason = try transferReason(try fetch(server.url()).error)
             XCTAssertFalse(reason.unicodeScalars.contains { $0.value < 0x20 }, reason)
-            XCTAssertTrue(reason.contains("Not Found\\x1B]0;pwned\\x07\\x1B[2J"), reason)
+            XCTAssertTrue(reason.contains(FaultServer.Fault.escapedReasonPhrase), reason)
         }
     }
 
@@ -349,9 +337,7 @@ final class HostileServerTests: XCTestCase {
     private static func options() -> HTTPOptions { FetchRun.options() }
 
     private static func checkpoint(_ url: String, offset: UInt64) -> SourceState {
-        SourceState(
-            kind: "fetch", location: url, offset: offset, etag: "\"v1\"",
-            lastModified: "Wed, 01 Jan 2025 00:00:00 GMT", totalLength: UInt64(size))
+        faultServerCheckpoint(url, offset: offset, totalLength: size)
     }
 
     private func fetch(

@@ -152,13 +152,7 @@ final class TransferCauseTests: XCTestCase {
         tuning.maximumSegment = 64 << 10
         tuning.minimumSplit = 16 << 10
         options.http.tuning = tuning
-        let pipeline = try Pipeline("fetch \(url) connections=\(connections) | file \(directory)/out", options: options)
-        do {
-            _ = try pipeline.run()
-            return nil
-        } catch {
-            return error
-        }
+        return try fetchPipelineError(url, connections: connections, options: options, output: directory + "/out")
     }
 
     /// A port on 127.0.0.1 that nothing listens on: bound, then closed.

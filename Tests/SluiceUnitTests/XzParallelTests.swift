@@ -92,7 +92,7 @@ final class XzParallelTests: XCTestCase {
             ("mixed", try Self.multiBlock(plain, "-0 --block-size=70000", dir: dir) + [0, 0, 0, 0] + unsized, plain + Array(plain.prefix(50_000))),
         ]
         var random = SeededRandom(seed: 47)
-        var cuts = 0, queuedCuts = 0, gatheringCuts = 0
+        var cuts = 0, queuedCuts = 0, gatheringCuts = 0, headCuts = 0, headAndAheadCuts = 0
         for (label, xz, expected) in inputs {
             for _ in 0..<55 {
                 let cut = Int(random.next() % UInt64(xz.count + 1))
@@ -105,6 +105,8 @@ final class XzParallelTests: XCTestCase {
                 XCTAssertEqual(state.outputOffset, UInt64(first.bytes.count), label)
                 if state.queued != nil { queuedCuts += 1 }
                 if state.gathering != nil { gatheringCuts += 1 }
+                if let head = state.head, head.block.compressedSize > 0 { headCuts += 1 }
+                if state.head != nil && state.queued != nil { headAndAheadCuts += 1 }
                 let second = MemorySink()
                 let restored = try XzDecoder(next: second, decoders: 1 + Int(random.next() % 3), restoring: state)
                 try Self.feed(restored, xz[cut...], &random)
@@ -116,6 +118,10 @@ final class XzParallelTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(cuts, 200)
         XCTAssertGreaterThan(queuedCuts, 20, "cuts with blocks queued")
         XCTAssertGreaterThan(gatheringCuts, 20, "cuts inside a gathered block")
+        // About half the time a new head waits at its start while the block after it is
+        // gathered for the worker, so fewer cuts land inside it.
+        XCTAssertGreaterThan(headCuts, 10, "cuts inside the streaming head block")
+        XCTAssertGreaterThan(headAndAheadCuts, 20, "cuts while the head streams and a worker has the next block")
     }
 
     /// A restored state with its queued blocks edited is refused, or decodes to the right
@@ -125,32 +131,10 @@ final class XzParallelTests: XCTestCase {
         let plain = makeTestData(count: 200_000, seed: 48)
         let xz = try Self.multiBlock(plain, "-0 --block-size=30000 --check=crc64", dir: dir)
         var random = SeededRandom(seed: 49)
-        var outcomes = [String: Int]()
-        var round = 0
-        while round < 200 {
-            let cut = xz.count / 5 + Int(random.next() % UInt64(xz.count * 3 / 5))
-            let first = MemorySink()
-            let decoder = try XzDecoder(next: first, decoders: 2)
-            try decoder.write(Array(xz[..<cut]))
-            var state = decoder.snapshot()
-            guard state.queued != nil || state.gathering != nil else { continue }
-            Self.edit(&state, round: round, random: &random)
-            round += 1
-            let outcome: String
-            do {
-                let second = MemorySink()
-                let restored = try XzDecoder(next: second, decoders: 2, restoring: state)
-                try restored.write(Array(xz[cut...]))
-                try restored.finish()
-                XCTAssertTrue(first.bytes + second.bytes == plain || state.outputOffset != UInt64(first.bytes.count), "round \(round): wrong output accepted")
-                outcome = "decoded"
-            } catch is StateRejected {
-                outcome = "refused"
-            } catch SluiceError.corruptData {
-                outcome = "corrupt"
+        let outcomes = try XzEditedStates(xz: xz, plain: plain, from: xz.count / 5, span: xz.count * 3 / 5, decoders: 2)
+            .outcomes(rounds: 300, random: &random, usable: { $0.head != nil || $0.queued != nil || $0.gathering != nil }) { state, round, random in
+                Self.edit(&state, round: round, random: &random)
             }
-            outcomes[outcome, default: 0] += 1
-        }
         XCTAssertGreaterThan(outcomes["refused", default: 0], 60, "\(outcomes)")
     }
 
@@ -166,13 +150,37 @@ final class XzParallelTests: XCTestCase {
             default: block.bytes = Data()
             }
         }
-        switch round % 5 {
-        case 0: if s.queued != nil { mutate(&s.queued![Int(big >> 16) % s.queued!.count]) } else { mutate(&s.gathering!) }
+        switch round % 10 {
+        case 0: if s.queued != nil { mutate(&s.queued![Int(big >> 16) % s.queued!.count]) } else if s.gathering != nil { mutate(&s.gathering!) }
         case 1: if s.gathering != nil { mutate(&s.gathering!) } else { s.gathering = s.queued?.first }
-        case 2: s.queued = Array(repeating: s.queued?.first ?? s.gathering!, count: 1 + Int(big % 12))
+        case 2: s.queued = (s.queued?.first ?? s.gathering).map { Array(repeating: $0, count: 1 + Int(big % 12)) }
         case 3: s.phase = XzState.Phase.allCases[Int(big % UInt64(XzState.Phase.allCases.count))]
+        case 4: s.queued = s.queued.map { Array($0.reversed()) } ?? s.gathering.map { [$0] }
+        // The head block streaming on the stage's thread.
+        case 5...8:
+            guard var head = s.head else { return }
+            editHead(&head, round % 10, big)
+            s.head = head
         default:
-            s.queued = s.queued.map { Array($0.reversed()) } ?? [s.gathering!]
+            // The head dropped: what follows it still chains up to the input's position.
+            s.head = nil
+        }
+    }
+
+    private static func editHead(_ head: inout XzHeadState, _ kind: Int, _ big: UInt64) {
+        switch (kind, big % 3) {
+        case (5, 0): if !head.rest.isEmpty { head.rest.removeLast(1 + Int(big >> 8) % head.rest.count) }
+        case (5, 1): head.rest.append(contentsOf: [0, 0, 0, 0])
+        case (5, _): if !head.rest.isEmpty { head.rest[head.rest.startIndex + Int(big >> 8) % head.rest.count] ^= 0x08 }
+        case (6, 0): head.offset = UInt64.max - big % 10
+        case (6, _): head.offset &+= 4
+        case (7, 0): head.block.compressedSize &+= (big >> 8) % 5000
+        case (7, 1): head.block.uncompressedSize &-= (big >> 8) % 5000
+        case (7, _): head.block.check.crc ^= big
+        case (8, 0):
+            if !head.block.lzma.window.isEmpty { head.block.lzma.window = head.block.lzma.window.dropFirst(1 + Int(big >> 8) % head.block.lzma.window.count) }
+        case (8, 1): head.block.lzma.probabilities = Data(repeating: 0, count: head.block.lzma.probabilities.count)
+        default: head.block.header[head.block.header.startIndex + 4] ^= 0x01
         }
     }
 
@@ -233,6 +241,42 @@ final class XzParallelTests: XCTestCase {
             }
             XCTAssertLessThanOrEqual(UInt64(sink.bytes.count), blocks[3].uncompressed)
             XCTAssertTrue(plain.starts(with: sink.bytes))
+        }
+    }
+
+    /// Damage in each block in turn — streamed by the stage's thread or decoded ahead by a
+    /// worker — is a corrupt-data error at an offset inside that block, after exactly the
+    /// blocks before it went on; the workers are gone afterwards (no hang, nothing left).
+    func testDamageInEveryBlockIsReportedAtItsOffset() throws {
+        let dir = try makeTemporaryDirectory(self)
+        let plain = makeTestData(count: 96_000, seed: 54)
+        let xz = try Self.multiBlock(plain, "-0 --block-size=12000", dir: dir)
+        let blocks = try Self.blockOffsets(xz, dir: dir) + [(compressed: UInt64(xz.count), uncompressed: UInt64(plain.count))]
+        XCTAssertEqual(blocks.count, 9)
+        let clean = try XzDecoder(next: MemorySink(), decoders: 2)
+        try write(xz, to: clean, chunk: 4096)
+        XCTAssertGreaterThanOrEqual(clean.blocksStreamed, 3, "blocks streamed as the head")
+        XCTAssertGreaterThanOrEqual(clean.blocksDecodedAhead, 3, "blocks decoded ahead by a worker")
+        for n in 0..<8 {
+            var bad = xz
+            // Past the block header, inside the LZMA2 data.
+            bad[Int(blocks[n].compressed) + 30] ^= 0x44
+            let sink = MemorySink()
+            let decoder = try XzDecoder(next: sink, decoders: 2)
+            XCTAssertThrowsError(
+                try {
+                    try write(bad, to: decoder, chunk: 4096)
+                    try decoder.finish()
+                }()
+            ) { error in
+                guard case SluiceError.corruptData("xz", let offset, _) = error else { return XCTFail("block \(n + 1): \(error)") }
+                XCTAssertGreaterThanOrEqual(offset, blocks[n].compressed, "block \(n + 1)")
+                XCTAssertLessThan(offset, blocks[n + 1].compressed, "block \(n + 1)")
+            }
+            XCTAssertLessThanOrEqual(UInt64(sink.bytes.count), blocks[n].uncompressed, "block \(n + 1)")
+            XCTAssertGreaterThanOrEqual(UInt64(sink.bytes.count), n > 0 ? blocks[n - 1].uncompressed : 0, "block \(n + 1): earlier blocks held back")
+            XCTAssertTrue(plain.starts(with: sink.bytes))
+            XCTAssertEqual(decoder.workersRunning, 0, "block \(n + 1)")
         }
     }
 

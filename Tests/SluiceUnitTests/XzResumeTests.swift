@@ -109,32 +109,8 @@ final class XzResumeTests: XCTestCase {
         let plain = makeTestData(count: 60_000, seed: 23)
         let xz = try XzTool.compress(plain, options: "--check=crc64 --x86 --lzma2=preset=1", dir: dir)
         var random = SeededRandom(seed: 7)
-        var outcomes = [String: Int]()
-        for round in 0..<300 {
-            let cut = xz.count / 4 + Int(random.next() % UInt64(xz.count / 2))
-            let first = MemorySink()
-            let decoder = try XzDecoder(next: first)
-            try decoder.write(Array(xz[..<cut]))
-            var state = decoder.snapshot()
-            Self.edit(&state, round: round, random: &random)
-            let outcome: String
-            do {
-                let second = MemorySink()
-                let restored = try XzDecoder(next: second, restoring: state)
-                try restored.write(Array(xz[cut...]))
-                try restored.finish()
-                // Accepted: then the output is right (the edit changed nothing that matters).
-                XCTAssertTrue(
-                    first.bytes.prefix(Int(min(state.outputOffset, UInt64(first.bytes.count)))) + second.bytes == plain
-                        || state.outputOffset != UInt64(first.bytes.count), "round \(round): wrong output accepted")
-                outcome = "decoded"
-            } catch is StateRejected {
-                outcome = "refused"
-            } catch SluiceError.corruptData {
-                outcome = "corrupt"
-            }
-            outcomes[outcome, default: 0] += 1
-        }
+        let outcomes = try XzEditedStates(xz: xz, plain: plain, from: xz.count / 4, span: xz.count / 2)
+            .outcomes(rounds: 300, random: &random) { state, round, random in Self.edit(&state, round: round, random: &random) }
         XCTAssertGreaterThan(outcomes["refused", default: 0], 50, "\(outcomes)")
     }
 

@@ -168,8 +168,7 @@ public final class CheckpointStore: @unchecked Sendable {
         else { return false }
         defer { close(fd) }
         var head = [UInt8](repeating: 0, count: openings.map(\.count).max() ?? 0)
-        let n = head.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-        guard n >= 0 else { return false }
+        guard let n = try? head.withUnsafeMutableBytes({ try POSIX.read(fd, into: $0, path: path) }) else { return false }
         let start = Data(head.prefix(n))
         return openings.contains { $0.starts(with: start) || start.starts(with: $0) }
     }

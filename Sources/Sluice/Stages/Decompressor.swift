@@ -169,9 +169,15 @@ public final class Decompressor: ForwardingSink {
     }
 }
 
+extension StageOption {
+    /// One `memlimit=` for whichever codec the input turns out to be; each keeps its own default.
+    static let decompressMemoryLimit = StageOption.size(
+        "memlimit", "largest zstd window (default 128MiB) or xz dictionary (default 256MiB) accepted", in: 1...(1 << 42))
+}
+
 extension StageKind {
     static let decompress = StageKind.transform(
-        "decompress", options: [.zstdWindowLimit],
+        "decompress", options: [.decompressMemoryLimit],
         summary: "transform: gunzip, unxz or unzstd, chosen by the input's magic number",
         // unzstd's figure: the codec is not known when the plan is made.
         cost: { _ in StageCost(nsPerByte: 8, expansion: 4) }, state: DecompressState.self

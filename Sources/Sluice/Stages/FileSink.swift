@@ -134,8 +134,17 @@ public final class FileSink: TerminalSink {
 
     public func finish() throws {
         try POSIX.fsync(fd, path: partialPath)
+        let written = POSIX.fstatFacts(fd)?.identity
         close(fd)
         fd = -1
+        // The rename goes by name: if another file was put at the partial name during the
+        // run (another run whose own output is PATH.sluice-part renames onto it), renaming
+        // it would publish someone else's bytes as this run's verified output.
+        guard let found = POSIX.lstatFacts(partialPath), found.kind == .regular, found.identity == written else {
+            throw SluiceError.unsafePath(
+                path: partialPath,
+                reason: "it is no longer the file this run wrote (it was replaced or removed during the run), so it is not renamed to \(path)")
+        }
         // The run checked PATH before it began; something that is not a file put there
         // since (a FIFO, a device, a directory) is still not replaced.
         if let there = POSIX.lstatFacts(path), there.kind != .regular && there.kind != .symlink {

@@ -79,6 +79,7 @@ public final class HTTPSource: ByteSource {
     var connections: Int? { options.connections }
 
     public func run(into sink: ByteSink) throws {
+        try refuseLocalFileThatIsNotRegular()
         let deadline = options.maxTime.map { Monotonic.seconds() + $0 }
         // One connection is today's single transfer, exactly; otherwise MultiFetch decides
         // from the first response how many to open (and may still use one).
@@ -87,6 +88,22 @@ public final class HTTPSource: ByteSource {
                 .run(from: startOffset, deadline: deadline, into: sink)
         }
         try transfer(from: startOffset, deadline: deadline, into: sink, control: control)
+    }
+
+    /// libcurl reads a file:// directory as an empty file (exit 0 with nothing) and blocks in
+    /// open(2) on a FIFO nobody writes to, past --stall-timeout and the first signal; neither
+    /// can be resumed by offset. `read PATH` is the stage for pipes and devices.
+    private func refuseLocalFileThatIsNotRegular() throws {
+        guard let path = start.localPath, let found = POSIX.statFacts(path) else { return }
+        let problem: String
+        switch found.kind {
+        case .regular: return
+        case .directory: problem = "it is a directory, not a file"
+        default: problem = "\(found.kind.refusal); fetch resumes file:// by offset, so use 'read PATH' for pipes and devices"
+        }
+        throw SluiceError.transfer(
+            url: shownURL,
+            cause: .curl(code: Int(CURLE_FILE_COULDNT_READ_FILE.rawValue), message: "cannot read \(shownURL): \(problem)"))
     }
 
     /// Attempts until the whole resource is delivered (or up to `until`, asked for as a bounded

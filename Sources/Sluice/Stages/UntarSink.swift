@@ -95,6 +95,11 @@ public final class UntarSink: TerminalSink, TarEventHandler {
             ledger = TreeLedger()
             Self.discard(directory: directory)
             guard mkdir(partialPath, 0o700) == 0 else {
+                if errno == EEXIST {
+                    throw SluiceError.usage(
+                        "\(partialPath) is left from an earlier run and could not be removed (is a filesystem mounted inside it?); remove it yourself"
+                    )
+                }
                 throw SluiceError.io(path: partialPath, operation: "create directory", errno: errno)
             }
             root = open(partialPath, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)

@@ -11,10 +11,12 @@ import Foundation
 /// and each unit is handled whole: output leaves only for whole chunks, and a snapshot is
 /// the position plus the partly gathered unit.
 ///
-/// Blocks whose header declares both sizes (what `xz -T` writes) are gathered whole instead
-/// and decoded on several threads (`XzBlockPool`); their output goes on in order, a whole
-/// block at a time, so a snapshot is the position, the blocks read but not yet handed on,
-/// and the one being gathered — no window, no decoder state.
+/// Blocks whose header declares both sizes (what `xz -T` writes) are gathered whole instead.
+/// The oldest is the head (`XzHeadBlock`): this thread decodes it chunk by chunk into the
+/// next stage, keeping pace with the input that follows, while worker threads decode the
+/// next blocks whole (`XzBlockPool`, one block per worker) to hand on after it. A snapshot
+/// is the position, the head's exact state and undecoded bytes, the raw bytes of the blocks
+/// decoded ahead (decoded again on restore), and the block being gathered.
 public final class XzDecoder: ForwardingSink {
     public let next: ByteSink
     public let memoryLimit: UInt64
@@ -38,10 +40,12 @@ public final class XzDecoder: ForwardingSink {
     private let pool: XzBlockPool
     /// In `blockBody`: the sized block being gathered.
     private var gathering: XzBlockJob?
+    /// The oldest sized block not yet handed on, decoded on this thread.
+    private var head: XzHeadBlock?
+    /// Sized blocks decoded ahead of the head by the workers, at most: one per worker.
+    private var lookAhead: Int { decoders - 1 }
     /// Where the unit being handled began in the input.
     private var unitStart: UInt64 = 0
-    /// Decodes queued blocks on this thread while it would otherwise wait for them.
-    private lazy var helper = Lzma2Decoder()
     /// A restored checkpoint may queue no more blocks than this.
     static let mostQueued = 8
 
@@ -116,6 +120,10 @@ public final class XzDecoder: ForwardingSink {
 
     /// Worker threads still running (for tests: none after `finish` or a failure).
     var workersRunning: Int { pool.runningWorkers }
+    /// Sized blocks read by this decoder that streamed as the head, and that went to the
+    /// workers (for tests).
+    private(set) var blocksStreamed = 0
+    private(set) var blocksDecodedAhead = 0
 
     /// Damage found on this thread lies after every queued block: a queued block's own
     /// failure is the one to report. Either way the workers stop.
@@ -139,7 +147,10 @@ public final class XzDecoder: ForwardingSink {
             return used
         case .blockBody:
             guard let job = gathering else { throw XzFormatError("no block is being gathered") }
-            let used = job.gather(input)
+            let pacing = try keepPace(with: job)
+            // While the head keeps pace, small pieces let it follow closely.
+            let piece = pacing ? UnsafeRawBufferPointer(rebasing: input.prefix(max(job.count / 32, 1 << 16))) : input
+            let used = job.gather(piece)
             inputOffset &+= UInt64(used)
             if job.isGathered { try queue(job) }
             return used
@@ -296,29 +307,65 @@ public final class XzDecoder: ForwardingSink {
 
     // MARK: Sized blocks
 
-    /// A sized block is whole: it joins the queue (the index learns its declared sizes,
-    /// which decoding checks). Past `decoders − 1` queued blocks this thread decodes too,
-    /// so every decoder is busy while no more than `decoders` blocks' output is held.
+    /// A sized block is whole (the index learns its declared sizes, which decoding checks).
+    /// It goes to a worker while the head streams and a worker is free; otherwise it is the
+    /// next head, once everything before it has gone on.
     private func queue(_ job: XzBlockJob) throws {
         blocks.add(unpadded: job.unpaddedSize, uncompressed: job.header.uncompressedSize ?? 0)
         gathering = nil
         phase = .blockStart
-        try pool.submit(job)
-        try emitFinished(keeping: decoders - 1)
-    }
-
-    /// Hands on the finished blocks at the head of the queue, in order, until at most
-    /// `limit` are left (decoding one here, or waiting, while more are).
-    private func emitFinished(keeping limit: Int) throws {
-        while true {
-            while let job = pool.takeFinishedHead() { try emit(job) }
-            guard pool.count > limit else { return }
-            pool.progress(using: helper)
+        if head != nil && pool.count < lookAhead {
+            try pool.submit(job)
+            blocksDecodedAhead += 1
+        } else {
+            try drain()
+            head = XzHeadBlock(job, lzma2: lzma2)
+            blocksStreamed += 1
+            // An empty block owes no output: it ends now (see XzHeadBlock.restoring).
+            if job.header.uncompressedSize == 0 { try advanceHead() }
         }
     }
 
-    /// Every queued block handed on (or the first one's failure thrown).
-    private func drain() throws { try emitFinished(keeping: 0) }
+    /// While every worker has a block, the head decodes as far through its bytes as the
+    /// block being gathered has come through its own: so the head ends about when that
+    /// block is whole, and a cut falls inside the head (exact) rather than between blocks.
+    /// Returns whether it is pacing.
+    private func keepPace(with job: XzBlockJob) throws -> Bool {
+        guard head != nil, pool.count >= lookAhead else { return false }
+        while let head, head.lags(behind: job) { try advanceHead() }
+        return true
+    }
+
+    /// One chunk of the head into the next stage; a finished head lets the blocks decoded
+    /// ahead go on.
+    private func advanceHead() throws {
+        guard let head else { return }
+        try head.advance { bytes in
+            outputOffset &+= UInt64(bytes.count)
+            streamOutput &+= UInt64(bytes.count)
+            try next.write(bytes)
+        }
+        if head.isDone {
+            self.head = nil
+            try emitFinished()
+        }
+    }
+
+    /// Hands on, in order, the blocks decoded ahead that are done, once no head precedes them.
+    private func emitFinished() throws {
+        guard head == nil else { return }
+        while let job = pool.takeFinishedHead() { try emit(job) }
+    }
+
+    /// Everything read so far handed on: the head to its end, then every block decoded
+    /// ahead (waiting for the workers), or the first failure thrown.
+    private func drain() throws {
+        while head != nil { try advanceHead() }
+        while pool.count > 0 {
+            pool.waitForHead(decodingWith: lzma2)
+            try emitFinished()
+        }
+    }
 
     private func emit(_ job: XzBlockJob) throws {
         if let failure = job.failure { throw failure }
@@ -326,6 +373,7 @@ public final class XzDecoder: ForwardingSink {
         outputOffset &+= UInt64(output.count)
         streamOutput &+= UInt64(output.count)
         try next.write(UnsafeRawBufferPointer(output))
+        job.dropOutput()
     }
 
     private func endBlock(storedCheck: UnsafeRawBufferPointer) throws {
@@ -390,10 +438,10 @@ public final class XzDecoder: ForwardingSink {
 
     // MARK: State
 
-    /// Finished blocks go on before the state is taken (fewer bytes in the checkpoint); the
-    /// queue is kept to `decoders − 1` blocks, as after every block read.
+    /// Finished blocks go on before the state is taken when no head precedes them (fewer
+    /// bytes in the checkpoint); nothing waits.
     public func barrier(_ cut: Cut) throws {
-        try emitFinished(keeping: decoders - 1)
+        try emitFinished()
         cut.record(snapshot())
         try next.barrier(cut)
     }
@@ -409,7 +457,7 @@ public final class XzDecoder: ForwardingSink {
                     header: b.headerBytes, compressedSize: b.compressedSize, uncompressedSize: b.uncompressedSize,
                     check: b.check.snapshot(), lzma: b.lzma2.snapshot(), filters: b.filters.snapshot())
             },
-            queued: queued.isEmpty ? nil : queued, gathering: gathering.map { XzRawBlock(offset: $0.offset, bytes: $0.bytes) },
+            head: head?.snapshot(), queued: queued.isEmpty ? nil : queued, gathering: gathering.map { XzRawBlock(offset: $0.offset, bytes: $0.bytes) },
             streamOutput: streamOutput)
     }
 
@@ -471,25 +519,30 @@ public final class XzDecoder: ForwardingSink {
         try restoreSizedBlocks(s)
     }
 
-    /// The queued blocks must follow each other up to the one being gathered (or the
-    /// unit in progress); each is parsed again and queued for decoding.
+    /// The head, the queued blocks and the one being gathered must follow each other up to
+    /// the unit in progress; each is parsed again, the head restored exactly, and the queued
+    /// blocks given to the workers again.
     private func restoreSizedBlocks(_ s: XzState) throws {
         let queued = s.queued ?? []
         guard queued.count <= Self.mostQueued else { throw XzStateError("more than \(Self.mostQueued) queued blocks") }
-        guard queued.isEmpty || [.blockStart, .blockHeader, .blockBody].contains(phase) else {
+        guard (queued.isEmpty && s.head == nil) || [.blockStart, .blockHeader, .blockBody].contains(phase) else {
             throw XzStateError("queued blocks outside a stream's blocks")
         }
         guard (phase == .blockBody) == (s.gathering != nil) else { throw XzStateError("a gathered block where none is gathered, or missing") }
+        let first = blocks.count &- UInt64(queued.count)
+        if let saved = s.head {
+            head = try XzHeadBlock.restoring(
+                saved, memoryLimit: memoryLimit, checkKind: checkKind, blockNumber: first, streamNumber: streamsDone &+ 1, lzma2: lzma2)
+        }
         var jobs: [XzBlockJob] = []
         for (n, saved) in queued.enumerated() {
-            let number = blocks.count &- UInt64(queued.count) &+ UInt64(n) &+ 1
-            jobs.append(try restoredJob(saved, whole: true, number: number))
+            jobs.append(try restoredJob(saved, whole: true, number: first &+ UInt64(n) &+ 1))
         }
         if let saved = s.gathering { gathering = try restoredJob(saved, whole: false, number: blocks.count &+ 1) }
         // The blocks end where the input stands, less the unit in progress.
         let (stands, below) = inputOffset.subtractingReportingOverflow(UInt64(pendingCount))
         guard !below else { throw XzStateError("more gathered bytes than input") }
-        let chain = jobs + (gathering.map { [$0] } ?? [])
+        let chain = (head.map { [$0.job] } ?? []) + jobs + (gathering.map { [$0] } ?? [])
         var end = chain.first?.offset ?? stands
         for job in chain {
             guard job.offset == end else { throw XzStateError("the queued blocks do not follow each other") }
@@ -502,16 +555,23 @@ public final class XzDecoder: ForwardingSink {
         for job in jobs { try pool.submit(job) }
     }
 
-    /// The chain above shows only that the queued blocks follow each other: the stream's
-    /// output handed on plus theirs must make up what its blocks so far declare, or a queue
-    /// that lost its oldest blocks would resume into output without them.
+    /// The chain above shows only that the blocks follow each other: the stream's output
+    /// handed on plus what the head and the queued blocks have still to give must make up
+    /// what its blocks so far declare, or a queue that lost its oldest blocks (or its head)
+    /// would resume into output without them.
     private func checkQueueAnchor(_ s: XzState, _ jobs: [XzBlockJob]) throws {
         // Without it a state whose queue was removed would look like one that had none.
         guard let handedOn = s.streamOutput else { throw XzStateError("the stream's output so far is missing") }
         streamOutput = handedOn
         guard [.blockStart, .blockHeader, .blockBody].contains(phase) else { return }
-        let queuedOutput = jobs.reduce(UInt64(0)) { $0 &+ ($1.header.uncompressedSize ?? 0) }
-        guard handedOn &+ queuedOutput == blocks.uncompressedTotal else {
+        var owed = jobs.reduce(UInt64(0)) { $0 &+ ($1.header.uncompressedSize ?? 0) }
+        if let head {
+            // Restoring checked that the head's output so far is within its declared size.
+            owed &+= (head.job.header.uncompressedSize ?? 0) &- head.uncompressedSize
+            guard handedOn >= head.uncompressedSize else { throw XzStateError("the head block handed on more than the stream") }
+        }
+        let (total, overflow) = handedOn.addingReportingOverflow(owed)
+        guard !overflow, total == blocks.uncompressedTotal else {
             throw XzStateError("the queued blocks and the output handed on do not add up to the stream's blocks")
         }
     }

@@ -17,6 +17,8 @@ struct FetchURL: Equatable {
     let query: String?
     /// The port, the scheme's default filled in (nil for file://).
     let port: Int?
+    /// file:// only: the local path, percent-decoded (nil for other schemes).
+    let localPath: String?
 
     /// Parses an absolute URL; nil when libcurl rejects it.
     init?(_ text: String) {
@@ -53,6 +55,7 @@ struct FetchURL: Equatable {
         origin = "\(host):\(port)"
         self.port = Int(port)
         query = Self.part(handle, CURLUPART_QUERY)
+        localPath = scheme == "file" ? Self.part(handle, CURLUPART_PATH, flags: UInt32(CURLU_URLDECODE)) : nil
     }
 
     private static func part(_ handle: OpaquePointer, _ what: CURLUPart, flags: UInt32 = 0) -> String? {

@@ -104,12 +104,19 @@ final class SafeExtractor {
     /// Links `path` to the already extracted `target` (never following a symlink on the way).
     func makeHardLink(_ path: MemberPath, to target: MemberPath) throws(ExtractError) {
         guard let targetLeaf = target.components.last else { throw .refused("is a hard link to the destination itself") }
-        if path == target { return }  // linking a name to itself changes nothing
         let targetParent: Int32
         do {
             targetParent = try parentDirectory(target.components.dropLast(), create: false)
         } catch .missing {
             throw .refused("is a hard link to \(TarName.display(target.joined)), which has not been extracted")
+        }
+        if path == target {
+            // Linking a name to itself changes nothing, but only if the name is there (GNU tar refuses too).
+            var info = stat()
+            guard Self.withCString(targetLeaf, { fstatat(targetParent, $0, &info, AT_SYMLINK_NOFOLLOW) }) == 0 else {
+                throw .refused("is a hard link to \(TarName.display(target.joined)), which has not been extracted")
+            }
+            return
         }
         try checkRelocatedSymlink(targetLeaf, in: targetParent, linkedAs: path, target: target)
         let (parent, leaf) = try parentAndLeaf(path)

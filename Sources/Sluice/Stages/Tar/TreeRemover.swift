@@ -7,7 +7,8 @@ import Glibc
 /// level (climbing back with `..`, which from a real directory is its real parent),
 /// so depth does not run out of descriptors. A symlink or file at the top is unlinked.
 /// Names stay raw bytes (NUL-terminated): an archive's names need not be UTF-8, and a
-/// name repaired into a String would name nothing there.
+/// name repaired into a String would name nothing there. It never crosses into another
+/// filesystem: a mount point inside is left, with what is mounted there, untouched.
 enum TreeRemover {
     private typealias Name = [CChar]
 
@@ -20,17 +21,17 @@ enum TreeRemover {
         }
         let top = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
         guard top >= 0 else { return }
-        empty(top)
+        empty(top, device: st.st_dev)
         rmdir(path)
     }
 
-    /// Empties the directory open at `top` (and closes it).
-    private static func empty(_ top: Int32) {
+    /// Empties the directory open at `top` (and closes it), staying on `device`.
+    private static func empty(_ top: Int32, device: dev_t) {
         // Per level: the descriptor and the subdirectories still to visit.
         var fd = top
         var pending: [[Name]] = []
         var names: [Name] = []  // the path from top to fd
-        var subdirectories = clearFiles(fd)
+        var subdirectories = clearFiles(fd, device: device)
         while true {
             if let next = subdirectories.popLast() {
                 let child = openat(fd, next, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
@@ -43,7 +44,7 @@ enum TreeRemover {
                 names.append(next)
                 close(fd)
                 fd = child
-                subdirectories = clearFiles(fd)
+                subdirectories = clearFiles(fd, device: device)
                 continue
             }
             guard let name = names.popLast(), let rest = pending.popLast() else { break }
@@ -57,8 +58,8 @@ enum TreeRemover {
         close(fd)
     }
 
-    /// Unlinks every non-directory in `fd`; returns the names of its subdirectories.
-    private static func clearFiles(_ fd: Int32) -> [Name] {
+    /// Unlinks every non-directory in `fd`; returns the names of its subdirectories on `device`.
+    private static func clearFiles(_ fd: Int32, device: dev_t) -> [Name] {
         // A directory we made read-only at the end must be writable again to be emptied.
         fchmod(fd, 0o700)
         let listing = dup(fd)
@@ -73,7 +74,7 @@ enum TreeRemover {
             }
             if name == [46, 0] || name == [46, 46, 0] { continue }  // . and ..
             var st = stat()
-            guard fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 else { continue }
+            guard fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0, st.st_dev == device else { continue }
             if (st.st_mode & S_IFMT) == S_IFDIR {
                 subdirectories.append(name)
             } else {

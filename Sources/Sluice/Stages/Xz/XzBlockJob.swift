@@ -21,7 +21,7 @@ final class XzBlockJob: @unchecked Sendable {
     let blockNumber: UInt64
     let streamNumber: UInt64
     /// The block's bytes, then CXZ_INPUT_SLACK bytes the LZMA decoder may read past them.
-    private let raw: UnsafeMutableRawBufferPointer
+    let raw: UnsafeMutableRawBufferPointer
     /// Bytes of the block: header, compressed data, padding, check.
     let count: Int
     /// Bytes gathered so far (the stage's thread only, until the job is queued).
@@ -71,8 +71,27 @@ final class XzBlockJob: @unchecked Sendable {
         return take
     }
 
+    /// Passes over `count` bytes that are not there (zeros in their place): a restored head
+    /// block keeps only the bytes it has not decoded yet.
+    func skip(_ count: Int) {
+        let take = min(self.count - gathered, max(count, 0))
+        UnsafeMutableRawBufferPointer(rebasing: raw[gathered..<(gathered + take)]).initializeMemory(as: UInt8.self, repeating: 0)
+        gathered += take
+    }
+
     /// The bytes gathered so far, for a checkpoint.
-    var bytes: XzRawBytes { XzRawBytes(UnsafeRawBufferPointer(rebasing: raw[0..<gathered])) }
+    /// Not a copy: bytes once gathered never change (decoding only reads them), so the
+    /// checkpoint refers to them and keeps the job's buffer alive until it is written.
+    var bytes: XzRawBytes {
+        guard gathered > 0, let base = raw.baseAddress else { return XzRawBytes() }
+        return XzRawBytes(bytesNoCopy: base, count: gathered, deallocator: .custom { [self] _, _ in withExtendedLifetime(self) {} })
+    }
+
+    /// Frees the output once it has been handed on (a checkpoint may still hold the job).
+    func dropOutput() {
+        free(output?.baseAddress)
+        output = nil
+    }
 
     /// What the index records of this block, from its declared sizes (decoding checks them).
     var unpaddedSize: UInt64 { UInt64(header.size) &+ (header.compressedSize ?? 0) &+ UInt64(checkKind.size) }

@@ -1,10 +1,11 @@
 import Foundation
 import Synchronization
 
-/// The blocks read but not yet handed on, in order, and the worker threads that decode
-/// them ahead. The stage's own thread decodes too (`progress`) whenever it must wait, so
-/// with `workers` = cores − 1 the stage never keeps more threads busy than there are cores.
-/// A job is claimed by exactly one thread; the stage takes jobs out only at the head, done.
+/// The blocks read after the head block and not yet handed on, in order, and the worker
+/// threads that decode them ahead while the stage's own thread decodes the head block
+/// (`XzHeadBlock`); with `workers` = cores − 1 the stage keeps no more threads busy than
+/// there are cores. A job is claimed by exactly one worker, oldest first; the stage takes
+/// jobs out only at the head, done.
 final class XzBlockPool: @unchecked Sendable {
     private final class Entry {
         let job: XzBlockJob
@@ -83,15 +84,16 @@ final class XzBlockPool: @unchecked Sendable {
         return head.job
     }
 
-    /// Moves the queue on, on the stage's thread: decodes the oldest unclaimed job here
-    /// if there is one, else waits until the head is done.
-    func progress(using lzma2: Lzma2Decoder) {
+    /// Returns once the head job is done: decoded here if no worker has taken it yet (a
+    /// pool without workers, or one not yet woken), else waited for. Returns at once when
+    /// the queue is empty.
+    func waitForHead(decodingWith lzma2: Lzma2Decoder) {
         condition.lock()
-        if let entry = entries.first(where: { !$0.claimed }) {
-            entry.claimed = true
+        if let head = entries.first, !head.claimed {
+            head.claimed = true
             condition.unlock()
-            entry.job.decode(with: lzma2, stopped: { false })
-            markDone(entry)
+            head.job.decode(with: lzma2, stopped: { false })
+            markDone(head)
             return
         }
         while let head = entries.first, !head.done { condition.wait() }

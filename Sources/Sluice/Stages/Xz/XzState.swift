@@ -7,7 +7,7 @@ import Foundation
 public struct XzState: StageStateValue {
     public static let stage = "unxz"
     /// Bumped when the meaning of a field changes; other versions are refused.
-    public static let currentVersion = 2
+    public static let currentVersion = 3
 
     public enum Phase: String, Codable, Sendable, CaseIterable {
         case streamHeader, blockStart, blockHeader, chunk, blockPadding, check, index, streamFooter, streamPadding
@@ -29,14 +29,18 @@ public struct XzState: StageStateValue {
     public var blocks: XzRecordSummary
     public var index: XzIndexParser?
     public var block: XzBlockState?
-    /// Whole blocks read but whose output has not gone on yet, in input order (decoded again
-    /// on restore); absent when there are none.
+    /// The oldest sized block not yet handed on whole, decoded on the stage's thread chunk by
+    /// chunk: exact inside it, like `block`. Absent when there is none.
+    public var head: XzHeadState?
+    /// Whole blocks read after the head, whose output has not gone on yet, in input order
+    /// (decoded again on restore); absent when there are none.
     public var queued: [XzRawBlock]?
     /// In `blockBody`: the block being gathered, its bytes so far.
     public var gathering: XzRawBlock?
-    /// Output of the current stream's blocks handed on so far. With `blocks` (which counts
-    /// queued blocks too) it anchors the queue: a queue that lost a block does not add up.
-    /// Required since version 2 (optional only so that its absence gets a clear refusal).
+    /// Output of the current stream's blocks handed on so far (the head's part included).
+    /// With `blocks` (which counts the head and queued blocks too) it anchors the queue: a
+    /// queue that lost a block does not add up. Required since version 2 (optional only so
+    /// that its absence gets a clear refusal).
     public var streamOutput: UInt64?
 
     public var position: StagePosition { StagePosition(input: inputOffset, output: outputOffset) }
