@@ -45,6 +45,16 @@ struct TreeLedger {
     private(set) var unverifiedCount = 0
     /// The ledger outgrew `maxBytes` and was dropped: this tree cannot be checked.
     private(set) var overflowed = false
+    /// The checkpoint form of `packed[..<encodedThrough]`, kept between cuts: entries are
+    /// only appended until one dies, so a cut encodes just the entries made since the last.
+    private var encoded = Encoding()
+
+    private struct Encoding {
+        var bytes: [UInt8] = []
+        /// How much of `packed` `bytes` covers, and where its last name lies there.
+        var through = 0
+        var lastName = 0..<0
+    }
 
     init() {}
 
@@ -77,6 +87,7 @@ struct TreeLedger {
         if packed.count + name.count + 11 > Self.maxBytes { compact() }
         guard packed.count + name.count + 11 <= Self.maxBytes else {
             overflowed = true
+            encoded = Encoding()
             packed = []
             index = [:]
             collided = [:]
@@ -105,6 +116,7 @@ struct TreeLedger {
     }
 
     private mutating func kill(_ offset: Int) {
+        encoded = Encoding()  // an entry already encoded may be the one that dies
         if packed[offset] & Self.unverifiedBit != 0 { unverifiedCount -= 1 }
         packed[offset] = Self.dead
         deadEntries += 1
@@ -126,7 +138,8 @@ struct TreeLedger {
     /// The live entries in a checkpoint's form (dead ones dropped first).
     mutating func snapshot() -> [UInt8] {
         if deadEntries > 0 { compact() }
-        return Self.encode(packed)
+        Self.encode(packed, into: &encoded)
+        return encoded.bytes
     }
 
     /// The live entries, in the order they were made.
@@ -165,13 +178,19 @@ struct TreeLedger {
 
     // MARK: packing
 
-    /// `packed` (live entries) front-coded, without the in-memory mark.
-    private static func encode(_ packed: [UInt8]) -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(packed.count)
+    /// Extends `encoding` to all of `packed` (live entries): front-coded, without the
+    /// in-memory mark.
+    private static func encode(_ packed: [UInt8], into encoding: inout Encoding) {
+        var out = encoding.bytes
+        encoding.bytes = []
+        defer { encoding.bytes = out }
         packed.withUnsafeBufferPointer { bytes in
-            var previous = 0..<0
-            var at = 0
+            var previous = encoding.lastName
+            var at = encoding.through
+            defer {
+                encoding.through = at
+                encoding.lastName = previous
+            }
             while at < bytes.count {
                 let length = Int(bytes[at + 1]) | Int(bytes[at + 2]) << 8
                 let name = (at + 3)..<(at + 3 + length)
@@ -186,7 +205,6 @@ struct TreeLedger {
                 at = name.upperBound + 8
             }
         }
-        return out
     }
 
     /// A checkpoint's entries; nil when malformed.
@@ -247,6 +265,7 @@ struct TreeLedger {
         }
         packed = fresh
         deadEntries = 0
+        encoded = Encoding()
     }
 
     private func find(_ name: [UInt8]) -> Int? {
