@@ -191,7 +191,7 @@ final class UntarRestoreTests: XCTestCase {
         edits.append(("other strip", s))
         s = base
         s.current = .init(
-            path: ByteString(Array("a".utf8)), written: 1, size: 6, crc32: 0, mode: 0o644,
+            path: ByteString(Array("a".utf8)), written: 1, size: 6, crc64: 0, mode: 0o644,
             mtime: TarTime(seconds: 0, nanoseconds: 0), needsChmod: false)
         edits.append(("file outside member", s))
         // In member data at byte 1 of 6: header at 0, data from 512; padding 506 after it.

@@ -1,5 +1,5 @@
-import CIsal
 import CLinux
+import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -8,8 +8,9 @@ import Glibc
 /// to DIR only when the stream ended, every stage before it agreed and every directory
 /// got its metadata — all or nothing. Every member goes through `MemberPath` (names) and
 /// `SafeExtractor` (the kernel keeps it beneath the directory). Resumable inside a
-/// member: the checkpoint holds the reader's state and the file being written, which a
-/// resume checks (CRC-32 of its bytes), cuts back and continues.
+/// member: the checkpoint holds the reader's state, the file being written (which a resume
+/// checks by its CRC-64, cuts back and continues) and the ledger of everything extracted
+/// before it (which a resumed run re-reads before the tree becomes DIR: `PartialTreeCheck`).
 public final class UntarSink: TerminalSink, TarEventHandler {
     public let directory: String
     public let partialPath: String
@@ -26,6 +27,10 @@ public final class UntarSink: TerminalSink, TarEventHandler {
     private var directories: DirectoryList
     /// What the archive says about DIR itself (a `./` member).
     private var rootMetadata: DirectoryMetadata?
+    /// Every name made so far and what it holds (the file being written excepted).
+    private var ledger: TreeLedger
+    /// Restored from a checkpoint: the tree is checked before it becomes DIR.
+    private var resumed = false
     public private(set) var notices: [String] = []
 
     /// Bounds what a checkpoint must carry for directories still waiting for their metadata:
@@ -36,23 +41,20 @@ public final class UntarSink: TerminalSink, TarEventHandler {
     static let maxDirectories = 1_000_000
     static let maxDirectoryBytes = 32 << 20
     public static let maxStrip = 64
-    /// Files longer than this get their CRC as they are written (see `tarData`).
-    static let crcAsWrittenFrom: UInt64 = 1 << 20
 
     private struct OpenFile {
         var fd: Int32
         var path: MemberPath
+        /// `path.joined`, made once.
+        var name: [UInt8]
         var mode: UInt32
         var mtime: TarTime
         var needsChmod: Bool
         var written: UInt64
         /// The member's data size: a file is complete when `written` reaches it.
         var size: UInt64
-        /// CRC-32 of the first `crcCovers` bytes: a cut extends it by reading back what was
-        /// written since (most files end between two cuts and never need one); past
-        /// `crcAsWrittenFrom` it follows the writes.
-        var crc: UInt32
-        var crcCovers: UInt64
+        /// CRC-64 of the `written` bytes, as they are written (the ledger's, and a resume's check).
+        var content: OutputChecksum
         /// Where the member's header is, for messages (0 after a resume).
         var headerOffset: UInt64 = 0
     }
@@ -79,6 +81,10 @@ public final class UntarSink: TerminalSink, TarEventHandler {
             }
             directories = state.packedDirectories
             rootMetadata = state.root
+            guard let restored = TreeLedger(restoring: [UInt8](state.tree)) else {
+                throw StateRejected("its list of extracted members is not one untar writes")
+            }
+            ledger = restored
             root = open(partialPath, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
             guard root >= 0 else {
                 throw PartialOutputChanged(path: partialPath, reason: "it is missing or not a directory")
@@ -86,6 +92,7 @@ public final class UntarSink: TerminalSink, TarEventHandler {
         } else {
             reader = TarReader()
             directories = DirectoryList()
+            ledger = TreeLedger()
             Self.discard(directory: directory)
             guard mkdir(partialPath, 0o700) == 0 else {
                 if errno == EEXIST {
@@ -99,6 +106,12 @@ public final class UntarSink: TerminalSink, TarEventHandler {
             guard root >= 0 else { throw SluiceError.io(path: partialPath, operation: "open", errno: errno) }
         }
         extractor = SafeExtractor(root: root, rootPath: partialPath)
+        if state?.treeUnchecked == true {
+            throw PartialOutputChanged(
+                path: partialPath,
+                reason: "it holds more members than a checkpoint lists (over \(TreeLedger.maxBytes >> 20) MiB of names), so a resume cannot check it")
+        }
+        resumed = state != nil
         if let saved = state?.current {
             // Every property is set: if this throws, deinit closes the root.
             current = try reopen(saved)
@@ -127,6 +140,7 @@ public final class UntarSink: TerminalSink, TarEventHandler {
         } catch {
             throw Self.sluiceError(error)
         }
+        if resumed { try checkTree() }
         // Children before parents, and a later entry for the same directory after an earlier one.
         let ordered = directories.list.enumerated().sorted {
             ($0.element.depth, $1.offset) > ($1.element.depth, $0.offset)
@@ -153,16 +167,19 @@ public final class UntarSink: TerminalSink, TarEventHandler {
 
     public func snapshot() -> UntarState {
         var saved: UntarState.CurrentFile?
-        if var file = current {
-            extendCRC(&file)
-            current = file
+        if let file = current {
+            // The ledger lists the file when it is complete; whatever had its name is gone.
+            ledger.forget(file.name)
             saved = UntarState.CurrentFile(
-                path: ByteString(file.path.joined), written: file.written, size: file.size, crc32: file.crc,
+                path: ByteString(file.name), written: file.written, size: file.size, crc64: file.content.value,
                 mode: file.mode, mtime: file.mtime, needsChmod: file.needsChmod)
         }
-        return UntarState(
+        var state = UntarState(
             directory: directory, strip: strip, reader: reader.state, current: saved,
             packedDirectories: directories, root: rootMetadata)
+        state.tree = Data(ledger.snapshot())
+        state.treeUnchecked = ledger.overflowed
+        return state
     }
 
     /// syncfs on the destination: one call makes every file and directory entry since the
@@ -172,26 +189,8 @@ public final class UntarSink: TerminalSink, TarEventHandler {
         return { try handle.sync() }
     }
 
-    /// Reads back what the current file got since the last cut: a cut covers the file's
-    /// bytes by their CRC, so a resume can tell a partial file that changed.
-    private func extendCRC(_ file: inout OpenFile) {
-        guard file.crcCovers < file.written else { return }
-        var buffer = [UInt8](repeating: 0, count: 1 << 16)
-        while file.crcCovers < file.written {
-            let want = Int(min(UInt64(buffer.count), file.written - file.crcCovers))
-            let n = buffer.withUnsafeMutableBytes { pread(file.fd, $0.baseAddress, want, off_t(file.crcCovers)) }
-            // A read failure leaves a CRC the resume will not match: it starts over, never trusts.
-            guard n > 0 else {
-                file.crc = ~file.crc
-                return
-            }
-            file.crc = buffer.withUnsafeBytes { Self.crc32(file.crc, UnsafeRawBufferPointer(rebasing: $0[..<n])) }
-            file.crcCovers += UInt64(n)
-        }
-    }
-
     /// Replaces the name with a fresh file of ours holding the first `length` bytes of
-    /// `shared` (closed); the caller's CRC check then covers the copied bytes. It is created
+    /// `shared` (closed); the caller's CRC check then reads the copy. It is created
     /// with the member's mode, as the first one was: a kill before the next cut leaves a
     /// file that the checkpoint's `needsChmod` describes truly.
     private func privateCopy(of shared: Int32, path: MemberPath, mode: UInt32, length: UInt64, shown: String) throws -> Int32 {
@@ -242,14 +241,20 @@ public final class UntarSink: TerminalSink, TarEventHandler {
             // to a file outside DIR. Never cut or write a shared inode: continue in a copy.
             fd = try privateCopy(of: fd, path: path, mode: saved.mode, length: saved.written, shown: shown)
         }
-        var file = OpenFile(
-            fd: fd, path: path, mode: saved.mode, mtime: saved.mtime, needsChmod: saved.needsChmod || copied,
-            written: saved.written, size: saved.size, crc: 0, crcCovers: 0)
-        extendCRC(&file)
-        guard file.crc == saved.crc32 else {
+        let content: OutputChecksum?
+        do {
+            content = try OutputChecksum.of(fd, from: 0, count: saved.written, path: shown)
+        } catch {
+            close(fd)
+            throw error
+        }
+        guard let content, content.value == saved.crc64 else {
             close(fd)
             throw PartialOutputChanged(path: shown, reason: "the file being written at the checkpoint changed since")
         }
+        let file = OpenFile(
+            fd: fd, path: path, name: saved.path.bytes, mode: saved.mode, mtime: saved.mtime, needsChmod: saved.needsChmod || copied,
+            written: saved.written, size: saved.size, content: content)
         guard ftruncate(fd, off_t(saved.written)) == 0, lseek(fd, off_t(saved.written), SEEK_SET) >= 0 else {
             let code = errno
             close(fd)
@@ -287,8 +292,8 @@ public final class UntarSink: TerminalSink, TarEventHandler {
         case .regular:
             let (fd, needsChmod) = try extractor.createFile(path, mode: entry.mode)
             current = OpenFile(
-                fd: fd, path: path, mode: entry.mode, mtime: entry.mtime, needsChmod: needsChmod,
-                written: 0, size: entry.size, crc: 0, crcCovers: 0, headerOffset: entry.offset)
+                fd: fd, path: path, name: path.joined, mode: entry.mode, mtime: entry.mtime, needsChmod: needsChmod,
+                written: 0, size: entry.size, content: OutputChecksum(), headerOffset: entry.offset)
         case .directory:
             let metadata = DirectoryMetadata(path: ByteString(path.joined), mode: entry.mode, mtime: entry.mtime)
             if path.components.isEmpty {
@@ -296,6 +301,7 @@ public final class UntarSink: TerminalSink, TarEventHandler {
                 return
             }
             try extractor.makeDirectory(path)
+            ledger.record(metadata.path.bytes, kind: .directory, hash: TreeLedger.directoryHash)
             let bytes = 18 + metadata.path.bytes.count
             guard directories.count < Self.maxDirectories, directories.weight + bytes <= Self.maxDirectoryBytes else {
                 throw PathRefusal(
@@ -306,11 +312,13 @@ public final class UntarSink: TerminalSink, TarEventHandler {
             guard !path.components.isEmpty else { throw PathRefusal("would replace the destination directory itself") }
             try MemberPath.checkSymlinkTarget(entry.linkTarget, linkDirectoryDepth: path.components.count - 1)
             try extractor.makeSymlink(path, target: entry.linkTarget, mtime: entry.mtime)
+            ledger.record(path.joined, kind: .symlink, hash: TreeLedger.symlinkHash(target: entry.linkTarget))
         case .hardLink:
             guard let target = try MemberPath.member(entry.linkTarget, strip: strip) else {
                 throw PathRefusal("is a hard link to \(TarName.display(entry.linkTarget)), which strip=\(strip) removes")
             }
             try extractor.makeHardLink(path, to: target)
+            if path != target { try recordHardLink(path, to: target) }
         case .fifo, .characterDevice, .blockDevice:
             tell("untar: skipped \(TarName.display(entry.path)): untar never creates FIFOs or device files")
         case .skipped(let type):
@@ -318,28 +326,25 @@ public final class UntarSink: TerminalSink, TarEventHandler {
         }
     }
 
+    /// A hard link is the file (or symlink) it names: the same ledger entry under a second
+    /// name, which keeps it when the first name is later replaced.
+    private func recordHardLink(_ path: MemberPath, to target: MemberPath) throws {
+        if let linked = ledger.entry(target.joined) {
+            ledger.record(path.joined, kind: linked.kind, hash: linked.hash, unverified: linked.unverified)
+            return
+        }
+        var reader = ContentReader()
+        guard case .entry(let kind, let hash) = try extractor.describe(path, reader: &reader) else {
+            throw ExtractError.refused("is a hard link to \(TarName.display(target.joined)), which is not a file")
+        }
+        ledger.record(path.joined, kind: kind, hash: hash)
+    }
+
     func tarData(_ bytes: UnsafeRawBufferPointer) throws {
         guard let fd = current?.fd else { return }  // a member whose data is not extracted
         try POSIX.writeAll(fd, bytes, path: partialPath)
         current?.written &+= UInt64(bytes.count)
-        // A large file spans cuts: its CRC follows the bytes while they are in cache (its
-        // first part read back once). A small one mostly ends before the next cut, which
-        // then never reads it at all.
-        if var file = current, file.written > Self.crcAsWrittenFrom {
-            if file.crcCovers &+ UInt64(bytes.count) == file.written {
-                file.crc = Self.crc32(file.crc, bytes)
-                file.crcCovers = file.written
-            } else {
-                extendCRC(&file)
-            }
-            current = file
-        }
-    }
-
-    /// CRC-32 (gzip's), continued from `crc`.
-    static func crc32(_ crc: UInt32, _ bytes: UnsafeRawBufferPointer) -> UInt32 {
-        guard let base = bytes.baseAddress else { return crc }
-        return crc32_gzip_refl(crc, base.assumingMemoryBound(to: UInt8.self), UInt64(bytes.count))
+        current?.content.update(bytes)
     }
 
     func tarEntryEnd() throws {
@@ -355,6 +360,32 @@ public final class UntarSink: TerminalSink, TarEventHandler {
             try extractor.completeFile(file.fd, mode: file.mode, needsChmod: file.needsChmod, mtime: file.mtime, path: file.path)
         } catch {
             throw Self.sluiceError(error, offset: file.headerOffset, member: file.path.joined)
+        }
+        let hash = TreeLedger.fileHash(
+            size: file.written, permissions: SafeExtractor.permissions(file.mode) & ~extractor.umask, mtime: file.mtime,
+            content: file.content.value)
+        ledger.record(file.name, kind: .file, hash: hash)
+    }
+
+    /// A resumed run, at the end: what an earlier run extracted and this one did not make
+    /// again must be as recorded, and nothing else may be in the tree. Else the run is
+    /// refused (exit 2), keeping the tree and the checkpoint: the threads of this run have
+    /// stopped, so it cannot start over itself, and a rerun would meet the same tree.
+    private func checkTree() throws {
+        let advice = "so it will not become \(directory); rerun with --restart to discard it and extract again"
+        guard !ledger.overflowed else {
+            throw SluiceError.unsafePath(
+                path: partialPath,
+                reason: "it holds more members than a checkpoint lists (over \(TreeLedger.maxBytes >> 20) MiB of names), "
+                    + "so what an earlier run extracted cannot be checked, \(advice)")
+        }
+        let entries = ledger.live
+        do {
+            try PartialTreeCheck(extractor: extractor).verify(entries.filter(\.unverified), tree: entries.map(\.name))
+        } catch let difference as TreeDifference {
+            throw SluiceError.unsafePath(
+                path: partialPath,
+                reason: "\(TarName.display(difference.member)) \(difference.reason): it is not the tree the checkpoint recorded, \(advice)")
         }
     }
 
@@ -453,6 +484,11 @@ public struct UntarState: StageStateValue {
         set { packedDirectories = DirectoryList(newValue) }
     }
     public var root: DirectoryMetadata?
+    /// The members extracted before the cut (`TreeLedger`'s packed entries; raw in the
+    /// checkpoint's appendix).
+    public var tree = Data()
+    /// The ledger outgrew what a checkpoint carries: the tree cannot be checked on resume.
+    public var treeUnchecked = false
 
     /// The regular file being written at the cut.
     public struct CurrentFile: Codable, Sendable, Equatable {
@@ -460,7 +496,8 @@ public struct UntarState: StageStateValue {
         public var written: UInt64
         /// The member's data size (its header's): `written` plus the reader's `remaining`.
         public var size: UInt64
-        public var crc32: UInt32
+        /// CRC-64 (`OutputChecksum`) of the `written` bytes.
+        public var crc64: UInt64
         public var mode: UInt32
         var mtime: TarTime
         var needsChmod: Bool
@@ -468,7 +505,7 @@ public struct UntarState: StageStateValue {
 
     public var position: StagePosition { StagePosition(input: reader.offset, output: reader.offset) }
 
-    private enum CodingKeys: String, CodingKey { case directory, strip, reader, current, directories, root }
+    private enum CodingKeys: String, CodingKey { case directory, strip, reader, current, directories, root, tree, treeUnchecked }
 
     // Directories are stored as one packed base64 string (`DirectoryList`): thousands of
     // small JSON objects made every checkpoint of a source tree cost milliseconds of encoding.
@@ -483,6 +520,8 @@ public struct UntarState: StageStateValue {
             throw DecodingError.dataCorruptedError(forKey: .directories, in: c, debugDescription: "not a packed directory list")
         }
         packedDirectories = list
+        tree = try c.decode(CheckpointBlob.self, forKey: .tree).wrappedValue
+        treeUnchecked = try c.decode(Bool.self, forKey: .treeUnchecked)
     }
 
     public func encode(to encoder: Encoder) throws {
@@ -493,6 +532,8 @@ public struct UntarState: StageStateValue {
         try c.encodeIfPresent(current, forKey: .current)
         try c.encodeIfPresent(root, forKey: .root)
         try c.encode(ByteString(packedDirectories.bytes), forKey: .directories)
+        try c.encode(CheckpointBlob(wrappedValue: tree), forKey: .tree)
+        try c.encode(treeUnchecked, forKey: .treeUnchecked)
     }
 
     init(
@@ -562,9 +603,64 @@ extension UntarSink {
         while let entry = readdir(dir) {
             let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in String(cString: raw.bindMemory(to: CChar.self).baseAddress!) }
             if name != "." && name != ".." {
-                throw SluiceError.usage("the untar destination \(directory) exists and is not empty; name a new or empty directory")
+                throw SluiceError.usage(
+                    "the untar destination \(directory) exists and is not empty; "
+                        + (leftoverCheckpoint(directory: directory) ?? "name a new or empty directory"))
             }
         }
+    }
+
+    /// DIR is not empty and its partial tree is gone, but `DIR.sluice` is a checkpoint of an
+    /// untar into DIR: a run that renamed `DIR.sluice-part` to DIR was stopped before it
+    /// removed the checkpoint — or DIR is something else. What the checkpoint lists (the
+    /// members before its cut) is checked in DIR to tell which; what came after the cut
+    /// cannot be, so the run says what it found and what to do rather than finish itself.
+    static func leftoverCheckpoint(directory: String) -> String? {
+        let checkpointPath = directory + ".sluice"
+        guard POSIX.lstatFacts(partialPath(for: directory)) == nil,
+            case .valid(let checkpoint)? = try? CheckpointStore(path: checkpointPath).read(),
+            let state = checkpoint.stages.lazy.compactMap({ $0.as(UntarState.self) }).first,
+            state.directory == directory, !state.treeUnchecked,
+            let entries = TreeLedger.decode([UInt8](state.tree))
+        else { return nil }
+        let root = open(directory, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard root >= 0 else { return nil }
+        defer { close(root) }
+        let extractor = SafeExtractor(root: root, rootPath: directory)
+        let remedy = "remove \(checkpointPath) and \(directory), then rerun to extract again"
+        do {
+            try PartialTreeCheck(extractor: extractor).verify(entries, tree: nil)
+            if let current = state.current {
+                try checkBeginning(of: current, in: extractor)
+            }
+        } catch let difference as TreeDifference {
+            return "\(checkpointPath) is a checkpoint of an untar into it, but \(directory) does not hold what it lists "
+                + "(\(TarName.display(difference.member)) \(difference.reason)), so \(directory) is not that run's output: "
+                + "name a new or empty directory, or \(remedy)"
+        } catch {
+            return nil
+        }
+        return "\(checkpointPath) is left from a run that completed it: the run renamed \(partialPath(for: directory)) to "
+            + "\(directory) and was stopped before removing its checkpoint (the \(entries.count) members extracted before "
+            + "that checkpoint were checked in \(directory) and match; those after it were not). If \(directory) is that "
+            + "run's output, remove \(checkpointPath) — nothing needs to run again; otherwise \(remedy)"
+    }
+
+    /// The file being written at the cut, now complete in DIR: its first bytes must be those the cut counted.
+    private static func checkBeginning(of current: UntarState.CurrentFile, in extractor: SafeExtractor) throws {
+        let difference = TreeDifference(member: current.path.bytes, reason: "changed since the checkpoint")
+        guard let path = MemberPath.restored(current.path.bytes), !path.components.isEmpty else { throw difference }
+        let fd: Int32
+        do {
+            fd = try extractor.open(path, flags: O_RDONLY | O_NONBLOCK | O_NOCTTY)
+        } catch {
+            throw difference
+        }
+        defer { close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG, st.st_size >= 0, UInt64(st.st_size) == current.size,
+            try OutputChecksum.of(fd, from: 0, count: current.written, path: extractor.rootPath)?.value == current.crc64
+        else { throw difference }
     }
 
     /// Removes DIR.sluice-part without ever following a symlink out of it.

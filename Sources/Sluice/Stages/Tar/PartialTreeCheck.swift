@@ -1,0 +1,196 @@
+import CLinux
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A resumed run's check of what it did not write itself, before the tree becomes DIR:
+/// each entry restored from the checkpoint (and not made again since) is looked up the way
+/// the extractor works (beneath the root, never following a symlink, the last component's
+/// own kind read), re-read and hashed as it was recorded; then the tree is listed, and a
+/// name no member made is a difference too.
+///
+/// Why at the end and not when the run resumes: a run killed after its checkpoint went on
+/// extracting, so the tree then holds members past the cut (new names, names a later
+/// duplicate replaced). The resumed run makes those again from the same bytes; only at the
+/// end is every name in the tree one this run made or one it must check.
+struct PartialTreeCheck {
+    let extractor: SafeExtractor
+
+    /// Throws the first difference among `entries`, in extraction order; then, when `tree`
+    /// is given (every name the archive made), the first name found outside it.
+    func verify(_ entries: [TreeLedger.Entry], tree: [[UInt8]]?) throws {
+        var reader = ContentReader()
+        for entry in entries {
+            guard let path = MemberPath.restored(entry.name), !path.components.isEmpty else {
+                throw TreeDifference(member: entry.name, reason: "is not a member name")
+            }
+            let found: FoundEntry
+            do {
+                found = try extractor.describe(path, reader: &reader)
+            } catch {
+                throw UntarSink.sluiceError(error, offset: 0, member: entry.name)
+            }
+            switch found {
+            case .entry(let kind, let hash) where kind == entry.kind && hash == entry.hash:
+                continue
+            case .entry(let kind, _) where kind == entry.kind:
+                let what = kind == .file ? "its content, size, mode or mtime" : "its target"
+                throw TreeDifference(member: entry.name, reason: "changed since the checkpoint (\(what))")
+            case .entry(let kind, _):
+                throw TreeDifference(member: entry.name, reason: "was extracted as \(entry.kind.described) and is now \(kind.described)")
+            case .missing:
+                throw TreeDifference(member: entry.name, reason: "was extracted before the checkpoint and is now missing")
+            case .other(let what):
+                throw TreeDifference(member: entry.name, reason: "was extracted as \(entry.kind.described) and is now \(what)")
+            }
+        }
+        if let tree {
+            try findExtra(expected: Self.expectedNames(tree))
+        }
+    }
+
+    /// The names the tree may hold: the entries and every directory above them.
+    static func expectedNames(_ names: [[UInt8]]) -> Set<[UInt8]> {
+        var expected = Set<[UInt8]>(minimumCapacity: names.count * 2)
+        for name in names {
+            expected.insert(name)
+            var end = name.count
+            while let slash = name[..<end].lastIndex(of: UInt8(ascii: "/")) {
+                // Its parents are there already when this parent is.
+                guard expected.insert(Array(name[..<slash])).inserted else { break }
+                end = slash
+            }
+        }
+        return expected
+    }
+
+    /// Lists the tree, one directory at a time (each opened from the root, never through
+    /// a symlink); a name outside `expected` is a difference.
+    private func findExtra(expected: Set<[UInt8]>) throws {
+        var pending: [[UInt8]] = [[]]
+        while let directory = pending.popLast() {
+            let fd: Int32
+            do {
+                if directory.isEmpty {
+                    fd = openat(extractor.root, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+                    guard fd >= 0 else { throw ExtractError.io(path: extractor.rootPath, operation: "list", errno: errno) }
+                } else {
+                    fd = try extractor.open(
+                        MemberPath(components: directory.split(separator: UInt8(ascii: "/")).map(Array.init)), flags: O_RDONLY | O_DIRECTORY)
+                }
+            } catch let error as ExtractError {
+                throw UntarSink.sluiceError(error, offset: 0, member: directory)
+            }
+            guard let listing = fdopendir(fd) else {
+                close(fd)
+                throw SluiceError.io(path: extractor.rootPath, operation: "list", errno: errno)
+            }
+            defer { closedir(listing) }
+            while let item = readdir(listing) {
+                let leaf = withUnsafeBytes(of: item.pointee.d_name) { raw in Array(raw.prefix(while: { $0 != 0 })) }
+                if leaf == [UInt8(ascii: ".")] || leaf == [UInt8(ascii: "."), UInt8(ascii: ".")] { continue }
+                let name = directory.isEmpty ? leaf : directory + [UInt8(ascii: "/")] + leaf
+                guard expected.contains(name) else {
+                    throw TreeDifference(member: name, reason: "is not something the archive made (it was added to the partial tree)")
+                }
+                var isDirectory = item.pointee.d_type == UInt8(DT_DIR)
+                if item.pointee.d_type == UInt8(DT_UNKNOWN) {
+                    isDirectory = SafeExtractor.fileType(leaf, in: dirfd(listing)) == S_IFDIR
+                }
+                if isDirectory { pending.append(name) }
+            }
+        }
+    }
+}
+
+/// The first thing in the partial tree that is not what the checkpoint recorded.
+struct TreeDifference: Error {
+    let member: [UInt8]
+    let reason: String
+}
+
+/// What is at a name, in a ledger entry's terms.
+enum FoundEntry: Equatable {
+    case missing
+    /// Something no member makes (a FIFO, a socket, a device), or a name reached only
+    /// through a symlink or a file.
+    case other(String)
+    case entry(TreeLedger.Kind, UInt64)
+}
+
+extension TreeLedger.Kind {
+    var described: String {
+        switch self {
+        case .file: return "a regular file"
+        case .directory: return "a directory"
+        case .symlink: return "a symlink"
+        }
+    }
+}
+
+/// Reads files for their CRC-64 with one reused buffer.
+struct ContentReader: ~Copyable {
+    private let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 256 << 10, alignment: 4096)
+
+    deinit { buffer.deallocate() }
+
+    /// The CRC-64 of the first `size` bytes of `fd`; nil when it holds fewer.
+    func checksum(_ fd: Int32, size: UInt64) -> UInt64?? {
+        var sum = OutputChecksum()
+        var at: UInt64 = 0
+        while at < size {
+            let n = pread(fd, buffer.baseAddress, Int(min(UInt64(buffer.count), size - at)), off_t(at))
+            if n < 0 && errno == EINTR { continue }
+            if n < 0 { return .some(nil) }
+            if n == 0 { return nil }
+            sum.update(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
+            at += UInt64(n)
+        }
+        return sum.value
+    }
+}
+
+extension SafeExtractor {
+    /// What is at `path` beneath the root, hashed as the ledger records it; the last
+    /// component is never followed (a symlink is described, not opened).
+    func describe(_ path: MemberPath, reader: inout ContentReader) throws(ExtractError) -> FoundEntry {
+        let handle: Int32
+        do {
+            handle = try open(path, flags: O_PATH)
+        } catch .missing {
+            return .missing
+        } catch .io(_, _, let code) where code == ELOOP || code == ENOTDIR || code == EXDEV {
+            return .other("reached only through a symlink or a file")
+        }
+        defer { close(handle) }
+        var st = stat()
+        guard fstat(handle, &st) == 0 else { throw .io(path: display(path), operation: "inspect", errno: errno) }
+        switch st.st_mode & S_IFMT {
+        case S_IFDIR:
+            return .entry(.directory, TreeLedger.directoryHash)
+        case S_IFLNK:
+            var target = [UInt8](repeating: 0, count: MemberPath.maxLength + 1)
+            let n = target.withUnsafeMutableBytes { readlinkat(handle, "", $0.baseAddress!.assumingMemoryBound(to: CChar.self), $0.count) }
+            guard n >= 0 else { throw .io(path: display(path), operation: "read the symlink", errno: errno) }
+            return .entry(.symlink, TreeLedger.symlinkHash(target: Array(target[..<n])))
+        case S_IFREG:
+            // Opened again to read: the same file, or it changed under us (a difference).
+            let fd = try open(path, flags: O_RDONLY | O_NONBLOCK | O_NOCTTY)
+            defer { close(fd) }
+            var again = stat()
+            guard fstat(fd, &again) == 0, again.st_dev == st.st_dev, again.st_ino == st.st_ino, st.st_size >= 0 else {
+                return .other("a file that changed while it was read")
+            }
+            guard let read = reader.checksum(fd, size: UInt64(st.st_size)) else { return .other("a file that shrank while it was read") }
+            guard let content = read else { throw .io(path: display(path), operation: "read back", errno: errno) }
+            let mtime = TarTime(seconds: Int64(st.st_mtim.tv_sec), nanoseconds: Int32(truncatingIfNeeded: st.st_mtim.tv_nsec))
+            return .entry(.file, TreeLedger.fileHash(size: UInt64(st.st_size), permissions: st.st_mode & 0o7777, mtime: mtime, content: content))
+        default:
+            return .other("a FIFO, socket or device")
+        }
+    }
+
+    private func display(_ path: MemberPath) -> String {
+        rootPath + "/" + String(decoding: path.joined, as: UTF8.self)
+    }
+}
