@@ -156,6 +156,16 @@ public final class UntarSink: TerminalSink, TarEventHandler {
             throw Self.sluiceError(error, offset: reader.state.offset)
         }
         if sluice_syncfs(root) != 0 { throw SluiceError.io(path: partialPath, operation: "sync", errno: errno) }
+        // The rename goes by name: a directory put at the partial name during the run is not
+        // the tree this run extracted and verified, so it must not become DIR.
+        guard let found = POSIX.lstatFacts(partialPath), found.kind == .directory,
+            found.identity == POSIX.fstatFacts(root)?.identity
+        else {
+            throw SluiceError.unsafePath(
+                path: partialPath,
+                reason:
+                    "it is no longer the directory this run extracted into (it was replaced or removed during the run), so it is not renamed to \(directory)")
+        }
         // rename(2) replaces an empty DIR atomically and refuses one that is not empty.
         guard rename(partialPath, directory) == 0 else {
             throw SluiceError.io(path: directory, operation: "rename \(partialPath) to", errno: errno)
