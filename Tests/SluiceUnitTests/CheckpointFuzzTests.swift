@@ -8,6 +8,8 @@ import XCTest
 /// states of both engines are restored and the stream continued: each must be refused
 /// (an error) or give exactly the right output — never a signal.
 final class CheckpointFuzzTests: XCTestCase {
+    private static let spec = "read x | verify | gunzip | verify | stdout"
+
     func testMutatedGzipStatesAreRefusedOrResumeCorrectly() throws {
         var rng = SeededRandom(seed: 2026)
         // Small inputs keep a thousand restores fast; they still cross block, member,
@@ -29,7 +31,7 @@ final class CheckpointFuzzTests: XCTestCase {
                     let cutAt = Int.random(in: 1..<gzip.count, using: &rng)
                     let first = try StageRestoreTests.Chain(sourceDigest: inDigest, outputDigest: outDigest, engine: engine)
                     try gzip[0..<cutAt].withUnsafeBytes { try first.head.write($0) }
-                    let pristine = try roundTrip(cut(first.head, offset: UInt64(cutAt)))
+                    let pristine = try roundTripped(takeCut(first.head, offset: cutAt, spec: Self.spec))
                     for _ in 0..<33 {
                         var checkpoint = pristine
                         let what = CheckpointMutator.mutate(&checkpoint, rng: &rng)
@@ -60,7 +62,7 @@ final class CheckpointFuzzTests: XCTestCase {
         for engine in InflateEngineKind.allCases {
             let first = try StageRestoreTests.Chain(sourceDigest: sha256(gzip), outputDigest: sha256(plain), engine: engine)
             try gzip[0..<20_000].withUnsafeBytes { try first.head.write($0) }
-            let pristine = try cut(first.head, offset: 20_000)
+            let pristine = try takeCut(first.head, offset: 20_000, spec: Self.spec)
             var edits: [(String, (inout GzipState) -> Void)] = [
                 ("membersDone = Int.max", { $0.membersDone = Int.max }),
                 ("membersDone = -1", { $0.membersDone = -1 }),
@@ -115,14 +117,4 @@ final class CheckpointFuzzTests: XCTestCase {
         state.deflate = .isal(saved)
     }
 
-    private func cut(_ head: ByteSink, offset: UInt64) throws -> Checkpoint {
-        let box = CutBox()
-        try head.barrier(Cut(source: SourceState(kind: "read", location: "x", offset: offset), onSeal: { box.cut = $0 }))
-        let sealed = try XCTUnwrap(box.cut)
-        return Checkpoint(spec: "read x | verify | gunzip | verify | stdout", source: sealed.source, stages: sealed.stages)
-    }
-
-    private func roundTrip(_ checkpoint: Checkpoint) throws -> Checkpoint {
-        try Checkpoint.decode(try checkpoint.encoded(key: .test), path: "memory", key: .test)
-    }
 }

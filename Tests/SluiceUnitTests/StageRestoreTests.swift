@@ -8,6 +8,8 @@ import XCTest
 /// The central property: snapshot at any byte → encode as a checkpoint → decode →
 /// restore into fresh stages → continue gives byte-identical output and digest.
 final class StageRestoreTests: XCTestCase {
+    private static let spec = "read x | verify | gunzip | verify | stdout"
+
     /// Inputs that exercise every corner of the decoder.
     static func corpus() -> [(name: String, gzip: [UInt8], plain: [UInt8])] {
         let text = makeTestData(count: 300_000, seed: 1)
@@ -102,7 +104,7 @@ final class StageRestoreTests: XCTestCase {
                     let end = min(gzip.count, offset + step)
                     try feed(gzip[offset..<end], into: chain.head, rng: &rng, oneByteWrites: false)
                     offset = end
-                    let checkpoint = try roundTrip(cut(chain.head, offset: UInt64(offset)))
+                    let checkpoint = try roundTripped(takeCut(chain.head, offset: offset, spec: Self.spec))
                     output = chain.sink.bytes
                     chain = try Chain(
                         sourceDigest: inDigest, outputDigest: outDigest, engine: engine,
@@ -119,11 +121,11 @@ final class StageRestoreTests: XCTestCase {
         for engine in InflateEngineKind.allCases {
             let chain = try Chain(sourceDigest: sha256(gzip), outputDigest: sha256(plain), engine: engine)
             try feed(gzip[0..<gzip.count / 2], into: chain.head, rng: &Self.rng, oneByteWrites: false)
-            let first = try roundTrip(cut(chain.head, offset: UInt64(gzip.count / 2)))
+            let first = try roundTripped(takeCut(chain.head, offset: gzip.count / 2, spec: Self.spec))
             let restored = try Chain(
                 sourceDigest: sha256(gzip), outputDigest: sha256(plain), engine: engine,
                 checkpoint: first, previousOutput: chain.sink.bytes)
-            let second = try cut(restored.head, offset: UInt64(gzip.count / 2))
+            let second = try takeCut(restored.head, offset: gzip.count / 2, spec: Self.spec)
             XCTAssertEqual(first.stages, second.stages, "\(engine)")
         }
     }
@@ -132,7 +134,7 @@ final class StageRestoreTests: XCTestCase {
         let (_, gzip, plain) = Self.corpus()[0]
         let chain = try Chain(sourceDigest: sha256(gzip), outputDigest: sha256(plain), engine: .isal)
         try feed(gzip[0..<1000], into: chain.head, rng: &Self.rng, oneByteWrites: false)
-        let checkpoint = try roundTrip(cut(chain.head, offset: 1000))
+        let checkpoint = try roundTripped(takeCut(chain.head, offset: 1000, spec: Self.spec))
         XCTAssertThrowsError(
             try Chain(
                 sourceDigest: sha256(gzip), outputDigest: sha256(plain), engine: .zlib,
@@ -147,7 +149,7 @@ final class StageRestoreTests: XCTestCase {
         let (_, gzip, plain) = Self.corpus()[0]
         let chain = try Chain(sourceDigest: sha256(gzip), outputDigest: sha256(plain), engine: .isal)
         try feed(gzip[0..<5000], into: chain.head, rng: &Self.rng, oneByteWrites: false)
-        var checkpoint = try roundTrip(cut(chain.head, offset: 5000))
+        var checkpoint = try roundTripped(takeCut(chain.head, offset: 5000, spec: Self.spec))
         for (i, state) in checkpoint.stages.enumerated() {
             if var g = state.as(GzipState.self), case .isal(var isal)? = g.deflate {
                 isal.layout = "isal-9.99.0/12345"
@@ -169,7 +171,7 @@ final class StageRestoreTests: XCTestCase {
     ) throws {
         let first = try Chain(sourceDigest: inDigest, outputDigest: outDigest, engine: engine)
         try feed(gzip[0..<cut], into: first.head, rng: &rng, oneByteWrites: oneByteWrites)
-        let checkpoint = try roundTrip(self.cut(first.head, offset: UInt64(cut)))
+        let checkpoint = try roundTripped(takeCut(first.head, offset: cut, spec: Self.spec))
         // Bytes written after the cut are lost in a crash; the restored chain must not need them.
         let second = try Chain(
             sourceDigest: inDigest, outputDigest: outDigest, engine: engine,
@@ -190,19 +192,6 @@ final class StageRestoreTests: XCTestCase {
         }
     }
 
-    private func cut(_ head: ByteSink, offset: UInt64) throws -> Checkpoint {
-        let box = CutBox()
-        try head.barrier(
-            Cut(
-                source: SourceState(kind: "read", location: "x", offset: offset),
-                onSeal: { box.cut = $0 }))
-        let sealed = try XCTUnwrap(box.cut)
-        return Checkpoint(spec: "read x | verify | gunzip | verify | stdout", source: sealed.source, stages: sealed.stages)
-    }
-
-    private func roundTrip(_ checkpoint: Checkpoint) throws -> Checkpoint {
-        try Checkpoint.decode(try checkpoint.encoded(key: .test), path: "memory", key: .test)
-    }
 }
 
 final class CutBox: @unchecked Sendable {
