@@ -73,6 +73,29 @@ final class RunPathsTests: XCTestCase {
         XCTAssertNil(paths.problem(probe: Self.probe(["in": Self.facts(.fifo, inode: 1)])))
     }
 
+    /// The suffixes sluice adds can make a name too long for the file system: refused by name
+    /// before anything is touched, not an I/O error from the first file created.
+    func testNamesTooLongWithTheirSuffixAreRefusedUpFront() {
+        let rows: [(output: String, checkpoint: String?, refused: String?, line: UInt)] = [
+            ("dir/" + String(repeating: "a", count: 243), nil, nil, #line),  // + ".sluice-part" = 255
+            ("dir/" + String(repeating: "a", count: 244), nil, "the partial output", #line),
+            (String(repeating: "a", count: 256), nil, "the output", #line),
+            ("out", String(repeating: "c", count: 250), nil, #line),  // + ".lock" = 255
+            ("out", "d/" + String(repeating: "c", count: 251), "a lock file", #line),
+        ]
+        for row in rows {
+            let paths = RunPaths(output: Self.target(row.output), checkpoint: row.checkpoint, input: nil, stdout: nil)
+            let problem = paths.problem(probe: Self.probe([:]))
+            guard let expected = row.refused else {
+                XCTAssertNil(problem, line: row.line)
+                continue
+            }
+            guard case .usage(let message)? = problem else { return XCTFail("\(String(describing: problem))", line: row.line) }
+            XCTAssertTrue(message.contains("the name of \(expected) would be"), message, line: row.line)
+            XCTAssertTrue(message.contains("255 bytes"), message, line: row.line)
+        }
+    }
+
     func testNoTwoRolesMayBeOneFile() {
         let rows: [(output: String?, checkpoint: String?, input: String?, files: [String: FileFacts], refused: Bool, line: UInt)] = [
             ("out", "out.sluice", "in", [:], false, #line),  // the default: shares the lock only

@@ -75,7 +75,7 @@ struct RunPaths {
     /// The first reason to refuse the run, or nil.
     func problem(probe: Probe = .live) -> SluiceError? {
         for name in names {
-            if let refusal = Self.kindProblem(name, probe: probe) { return refusal }
+            if let refusal = Self.lengthProblem(name) ?? Self.kindProblem(name, probe: probe) { return refusal }
         }
         // Two roles, one file: compare resolved names (for files still to be created) and
         // device+inode (for files that exist, whatever they are called).
@@ -96,6 +96,24 @@ struct RunPaths {
             }
         }
         return nil
+    }
+
+    /// A name sluice makes by adding a suffix can be too long for the file system even when
+    /// the user's own name is not: say so before anything is touched, not as an I/O error later.
+    static func lengthProblem(_ name: Name) -> SluiceError? {
+        guard name.role != .input, name.role != .stdout else { return nil }
+        let leaf = name.path.split(separator: "/").last.map(String.init) ?? name.path
+        let limit = Int(NAME_MAX)
+        guard leaf.utf8.count > limit else { return nil }
+        let advice: String
+        switch name.role {
+        case .output: advice = "choose a shorter name"
+        case .partial, .outputLock: advice = "sluice adds a suffix to the output's name for it; choose a shorter output name"
+        default: advice = "sluice adds a suffix to the checkpoint's name for it; choose a shorter --checkpoint"
+        }
+        return .usage(
+            "the name of \(name.role.title) would be \(leaf.utf8.count) bytes, over the \(limit) bytes a file name may have (\(name.path)): \(advice)"
+        )
     }
 
     /// What may stand at one name before the run.
