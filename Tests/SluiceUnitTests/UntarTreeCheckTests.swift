@@ -204,7 +204,7 @@ final class UntarTreeCheckTests: XCTestCase {
             ("more shared than the previous name has", entry(1, "a") + entry(1, "b", shared: 2)),
             ("a dead entry", entry(0, "a")),
             ("the in-memory mark", entry(0x81, "a")),
-            ("an unknown kind", entry(4, "a")),
+            ("an unknown kind", entry(5, "a")),
             ("a name leaving the tree", entry(1, "../a")),
             ("a name not in normal form", entry(1, "a//b")),
             ("an empty name", entry(1, "")),

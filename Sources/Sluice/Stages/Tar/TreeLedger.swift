@@ -19,6 +19,15 @@ import Foundation
 struct TreeLedger {
     enum Kind: UInt8 {
         case file = 1, directory = 2, symlink = 3
+        /// A regular file the archive gave more than one name (hard links): a `.file` must
+        /// have exactly one, so identical files linked together are a difference.
+        case linkedFile = 4
+
+        /// Found on disk as `self`, recorded as `recorded`: a linked file may have lost its
+        /// other names to later members that replaced them.
+        func matches(_ recorded: Kind) -> Bool {
+            self == recorded || (recorded == .linkedFile && self == .file)
+        }
     }
 
     struct Entry: Equatable {
