@@ -196,6 +196,20 @@ final class UntarTreeCheckTests: XCTestCase {
             return [kind, UInt8(shared), 0, UInt8(n.count & 0xff), UInt8(n.count >> 8)] + n
                 + withUnsafeBytes(of: hash.littleEndian) { Array($0) }
         }
+        // Forged: 14 bytes per entry spelling a 4 KiB name each; more names than `maxBytes`
+        // holds are refused before they are spelled out, not decoded into gigabytes.
+        let long = String(repeating: "n", count: MemberPath.maxLength - 1)
+        var forged = entry(1, long)
+        let fits = TreeLedger.maxBytes / (MemberPath.maxLength + 11)
+        for i in 0..<(fits + 100) {
+            let last = UInt8(truncatingIfNeeded: i)
+            forged +=
+                [1, UInt8((MemberPath.maxLength - 2) & 0xff), UInt8((MemberPath.maxLength - 2) >> 8), 1, 0, last]
+                + withUnsafeBytes(of: UInt64(7).littleEndian) { Array($0) }
+        }
+        XCTAssertLessThan(forged.count, 1 << 20)
+        XCTAssertTrue(TreeLedger.decode(forged) == nil, "names spelling more than maxBytes")
+        XCTAssertNotNil(TreeLedger.decode(Array(forged.prefix(4108 + 14 * (fits - 2)))), "fewer names decode")
         let two = try XCTUnwrap(TreeLedger(restoring: entry(2, "dir") + entry(1, "/a", shared: 3)))
         XCTAssertEqual(two.live.map { String(decoding: $0.name, as: UTF8.self) }, ["dir", "dir/a"])
         for (what, bytes) in [
@@ -204,7 +218,7 @@ final class UntarTreeCheckTests: XCTestCase {
             ("more shared than the previous name has", entry(1, "a") + entry(1, "b", shared: 2)),
             ("a dead entry", entry(0, "a")),
             ("the in-memory mark", entry(0x81, "a")),
-            ("an unknown kind", entry(4, "a")),
+            ("an unknown kind", entry(5, "a")),
             ("a name leaving the tree", entry(1, "../a")),
             ("a name not in normal form", entry(1, "a//b")),
             ("an empty name", entry(1, "")),

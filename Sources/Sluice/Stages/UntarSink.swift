@@ -340,7 +340,10 @@ public final class UntarSink: TerminalSink, TarEventHandler {
     /// name, which keeps it when the first name is later replaced.
     private func recordHardLink(_ path: MemberPath, to target: MemberPath) throws {
         if let linked = ledger.entry(target.joined) {
-            ledger.record(path.joined, kind: linked.kind, hash: linked.hash, unverified: linked.unverified)
+            // Both names are now one file of several names (a symlink stays a symlink).
+            let kind: TreeLedger.Kind = linked.kind == .file ? .linkedFile : linked.kind
+            if kind != linked.kind { ledger.record(target.joined, kind: kind, hash: linked.hash, unverified: linked.unverified) }
+            ledger.record(path.joined, kind: kind, hash: linked.hash, unverified: linked.unverified)
             return
         }
         var reader = ContentReader()

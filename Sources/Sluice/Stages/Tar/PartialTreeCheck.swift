@@ -31,10 +31,10 @@ struct PartialTreeCheck {
                 throw UntarSink.sluiceError(error, offset: 0, member: entry.name)
             }
             switch found {
-            case .entry(let kind, let hash) where kind == entry.kind && hash == entry.hash:
+            case .entry(let kind, let hash) where kind.matches(entry.kind) && hash == entry.hash:
                 continue
-            case .entry(let kind, _) where kind == entry.kind:
-                let what = kind == .file ? "its content, size, mode or mtime" : "its target"
+            case .entry(let kind, _) where kind.matches(entry.kind):
+                let what = kind == .symlink ? "its target" : "its content, size, mode or mtime"
                 throw TreeDifference(member: entry.name, reason: "changed since the checkpoint (\(what))")
             case .entry(let kind, _):
                 throw TreeDifference(member: entry.name, reason: "was extracted as \(entry.kind.described) and is now \(kind.described)")
@@ -65,9 +65,11 @@ struct PartialTreeCheck {
     }
 
     /// Lists the tree, one directory at a time (each opened from the root, never through
-    /// a symlink); a name outside `expected` is a difference.
+    /// a symlink); a name outside `expected` is a difference, and so is a regular file with
+    /// more names than the tree holds (hard-linked to a file outside it).
     private func findExtra(expected: Set<[UInt8]>) throws {
         var pending: [[UInt8]] = [[]]
+        var links = LinkCount()
         while let directory = pending.popLast() {
             let fd: Int32
             do {
@@ -97,8 +99,43 @@ struct PartialTreeCheck {
                 if item.pointee.d_type == UInt8(DT_UNKNOWN) {
                     isDirectory = SafeExtractor.fileType(leaf, in: dirfd(listing)) == S_IFDIR
                 }
-                if isDirectory { pending.append(name) }
+                if isDirectory {
+                    pending.append(name)
+                } else if item.pointee.d_type == UInt8(DT_REG) || item.pointee.d_type == UInt8(DT_UNKNOWN) {
+                    try links.count(leaf, in: dirfd(listing), name: name)
+                }
             }
+        }
+        try links.check()
+    }
+}
+
+/// Every regular file's names in the tree, by inode: each must have all its names there.
+private struct LinkCount {
+    private var names: [UInt64: (links: UInt64, seen: UInt64, name: [UInt8])] = [:]
+    private var device: UInt64?
+
+    mutating func count(_ leaf: [UInt8], in parent: Int32, name: [UInt8]) throws {
+        var st = stat()
+        guard SafeExtractor.withCString(leaf, { fstatat(parent, $0, &st, AT_SYMLINK_NOFOLLOW) }) == 0 else {
+            throw TreeDifference(member: name, reason: "could not be inspected (\(String(cString: strerror(errno))))")
+        }
+        guard (st.st_mode & S_IFMT) == S_IFREG, st.st_nlink > 1 else { return }
+        // A mount point inside the tree is refused elsewhere; inodes are compared on one device.
+        let dev = UInt64(st.st_dev)
+        if device == nil { device = dev }
+        guard device == dev else {
+            throw TreeDifference(member: name, reason: "is on another filesystem than the partial tree")
+        }
+        let known = names[UInt64(st.st_ino)]
+        names[UInt64(st.st_ino)] = (UInt64(st.st_nlink), (known?.seen ?? 0) + 1, known?.name ?? name)
+    }
+
+    func check() throws {
+        for (_, file) in names where file.seen != file.links {
+            throw TreeDifference(
+                member: file.name,
+                reason: "has \(file.links) names (hard links) and only \(file.seen) of them are in the tree: it is linked to a file outside it")
         }
     }
 }
@@ -124,6 +161,7 @@ extension TreeLedger.Kind {
         case .file: return "a regular file"
         case .directory: return "a directory"
         case .symlink: return "a symlink"
+        case .linkedFile: return "a regular file with more than one name (hard links)"
         }
     }
 }
@@ -184,7 +222,8 @@ extension SafeExtractor {
             guard let read = reader.checksum(fd, size: UInt64(st.st_size)) else { return .other("a file that shrank while it was read") }
             guard let content = read else { throw .io(path: display(path), operation: "read back", errno: errno) }
             let mtime = TarTime(seconds: Int64(st.st_mtim.tv_sec), nanoseconds: Int32(truncatingIfNeeded: st.st_mtim.tv_nsec))
-            return .entry(.file, TreeLedger.fileHash(size: UInt64(st.st_size), permissions: st.st_mode & 0o7777, mtime: mtime, content: content))
+            let kind: TreeLedger.Kind = st.st_nlink > 1 ? .linkedFile : .file
+            return .entry(kind, TreeLedger.fileHash(size: UInt64(st.st_size), permissions: st.st_mode & 0o7777, mtime: mtime, content: content))
         default:
             return .other("a FIFO, socket or device")
         }

@@ -19,6 +19,15 @@ import Foundation
 struct TreeLedger {
     enum Kind: UInt8 {
         case file = 1, directory = 2, symlink = 3
+        /// A regular file the archive gave more than one name (hard links): a `.file` must
+        /// have exactly one, so identical files linked together are a difference.
+        case linkedFile = 4
+
+        /// Found on disk as `self`, recorded as `recorded`: a linked file may have lost its
+        /// other names to later members that replaced them.
+        func matches(_ recorded: Kind) -> Bool {
+            self == recorded || (recorded == .linkedFile && self == .file)
+        }
     }
 
     struct Entry: Equatable {
@@ -207,11 +216,14 @@ struct TreeLedger {
         }
     }
 
-    /// A checkpoint's entries; nil when malformed.
+    /// A checkpoint's entries; nil when malformed, or when the names it spells out would
+    /// not fit in `maxBytes` in memory (front-coding lets 14 bytes spell a 4 KiB name, so
+    /// a forged 64 MiB ledger would otherwise ask for gigabytes).
     static func decode(_ bytes: [UInt8]) -> [Entry]? {
         var out: [Entry] = []
         var name: [UInt8] = []
         var at = 0
+        var unpacked = 0
         while at < bytes.count {
             guard bytes.count - at >= 5, let kind = Kind(rawValue: bytes[at]) else { return nil }
             let shared = Int(read(bytes, at: at + 1, bytes: 2))
@@ -219,6 +231,8 @@ struct TreeLedger {
             guard shared <= name.count, shared + rest > 0, shared + rest <= MemberPath.maxLength,
                 bytes.count - at - 5 >= rest + 8
             else { return nil }
+            unpacked += shared + rest + 11
+            guard unpacked <= maxBytes else { return nil }
             name.removeSubrange(shared...)
             name += bytes[(at + 5)..<(at + 5 + rest)]
             out.append(Entry(kind: kind, name: name, hash: read(bytes, at: at + 5 + rest, bytes: 8)))

@@ -1,0 +1,98 @@
+import Foundation
+import XCTest
+@testable import Sluice
+@testable import SluiceTestSupport
+
+/// A resumed untar over a partial tree whose hard links were changed between runs: the
+/// contents, modes and mtimes all still match the checkpoint's ledger, only which names
+/// share a file differs. Two members that are separate files in the archive linked
+/// together, or a member linked to a file outside the tree (a later write to DIR's name
+/// would change that file), is refused (exit 2) — never exit 0 with a tree that differs
+/// from GNU tar's.
+final class UntarLinkTrustTests: XCTestCase {
+    private var dir = ""
+    private var tar = "", out = "", ref = ""
+
+    override func setUpWithError() throws {
+        dir = try makeMemoryTemporaryDirectory(self)
+        setenv("SLUICE_STATE_DIR", dir + "/state", 1)
+        addTeardownBlock { unsetenv("SLUICE_STATE_DIR") }
+        tar = dir + "/a.tar"
+        out = dir + "/out"
+        ref = dir + "/ref"
+        let src = dir + "/src"
+        try FileManager.default.createDirectory(atPath: src + "/sub", withIntermediateDirectories: true)
+        try Data(makeTestData(count: 3000, seed: 7)).write(to: URL(fileURLWithPath: src + "/sub/a"))
+        try Data(makeTestData(count: 3 << 20, seed: 8)).write(to: URL(fileURLWithPath: src + "/big"))
+        let made = try shell(
+            "cd \(src) && printf same > sub/same1 && printf same > sub/same2 && touch -d 2020-01-01 sub/same1 sub/same2"
+                + " && ln sub/a sub/link && tar --sort=name -cf \(tar) sub big && mkdir \(ref) && tar -xf \(tar) -C \(ref)")
+        XCTAssertEqual(made.status, 0, made.output)
+    }
+
+    private var spec: String { "read \(tar) | untar \(out)" }
+    private var part: String { out + ".sluice-part" }
+
+    /// Stopped in-process at the first progress event: the checkpoint stands inside `big`.
+    private func interruptedRun() throws {
+        for path in [out, out + ".sluice", part] { TreeRemover.remove(path) }
+        var options = PipelineOptions()
+        options.checkpointInterval = 64 << 10
+        let box = CancelOnProgress()
+        options.progress = { event in
+            if case .progress = event { box.cancel() }
+        }
+        let pipeline = try Pipeline(spec, options: options)
+        box.pipeline = pipeline
+        XCTAssertThrowsError(try pipeline.run()) { XCTAssertEqual($0 as? SluiceError, .cancelled) }
+        let checkpoint = try XCTUnwrap(try CheckpointStore(path: out + ".sluice").load())
+        let state = try XCTUnwrap(checkpoint.stages.lazy.compactMap { $0.as(UntarState.self) }.first)
+        XCTAssertEqual(state.current.map { String(decoding: $0.path.bytes, as: UTF8.self) }, "big")
+    }
+
+    func testChangedHardLinksAreRefused() throws {
+        let outsideFile = dir + "/outside-copy"
+        let changes: [(what: String, member: String, command: String)] = [
+            ("two identical files linked together", "sub/same", "rm \(part)/sub/same2 && ln \(part)/sub/same1 \(part)/sub/same2"),
+            (
+                "a file linked to an identical copy outside", "sub/same1",
+                "cp -p \(part)/sub/same1 \(outsideFile) && rm \(part)/sub/same1 && ln \(outsideFile) \(part)/sub/same1"
+            ),
+            (
+                "a linked pair moved onto a copy outside", "sub/",
+                "cp -p \(part)/sub/a \(outsideFile) && rm \(part)/sub/a \(part)/sub/link && ln \(outsideFile) \(part)/sub/a"
+                    + " && ln \(outsideFile) \(part)/sub/link"
+            ),
+        ]
+        for change in changes {
+            try interruptedRun()
+            try? FileManager.default.removeItem(atPath: outsideFile)
+            let edited = try shell(change.command)
+            XCTAssertEqual(edited.status, 0, "\(change.what): \(edited.output)")
+            let result = try SluiceBinary.run([spec])
+            XCTAssertEqual(result.status, 2, "\(change.what): \(result.stderr)")
+            XCTAssertTrue(result.stderr.contains("\(part): '\(change.member)"), "\(change.what): \(result.stderr)")
+            XCTAssertTrue(result.stderr.contains("hard link"), "\(change.what): \(result.stderr)")
+            XCTAssertFalse(FileManager.default.fileExists(atPath: out), change.what)
+            let restarted = try SluiceBinary.run(["-q", "--restart", spec])
+            XCTAssertEqual(restarted.status, 0, "\(change.what): \(restarted.stderr)")
+            XCTAssertEqual(treeDifferences(treeSnapshot(ref), treeSnapshot(out)), [], change.what)
+        }
+    }
+
+    /// The archive's own hard links resume untouched (a link is not a difference).
+    func testUntouchedLinksResume() throws {
+        try interruptedRun()
+        let result = try SluiceBinary.run(["-q", spec])
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertEqual(treeDifferences(treeSnapshot(ref), treeSnapshot(out)), [])
+    }
+}
+
+private final class CancelOnProgress: @unchecked Sendable {
+    var pipeline: Pipeline?
+
+    func cancel() {
+        pipeline?.cancel()
+    }
+}
