@@ -394,7 +394,10 @@ public final class UntarSink: TerminalSink, TarEventHandler {
         }
         let entries = ledger.live
         do {
-            try PartialTreeCheck(extractor: extractor).verify(entries.filter(\.unverified), tree: entries.map(\.name))
+            var linkedHashes: [UInt64: Int] = [:]
+            for entry in entries where entry.kind == .linkedFile { linkedHashes[entry.hash, default: 0] += 1 }
+            try PartialTreeCheck(extractor: extractor).verify(
+                entries.filter(\.unverified), tree: entries.map(\.name), linkedHashes: linkedHashes)
         } catch let difference as TreeDifference {
             throw SluiceError.unsafePath(
                 path: partialPath,

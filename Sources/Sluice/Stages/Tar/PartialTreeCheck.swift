@@ -18,7 +18,10 @@ struct PartialTreeCheck {
 
     /// Throws the first difference among `entries`, in extraction order; then, when `tree`
     /// is given (every name the archive made), the first name found outside it.
-    func verify(_ entries: [TreeLedger.Entry], tree: [[UInt8]]?) throws {
+    /// `linkedHashes` counts the ledger's linked files by hash: a linked file found with one
+    /// name may have lost its partners to later members, but not while another linked name
+    /// with its very hash is still there — then its link group was split into copies.
+    func verify(_ entries: [TreeLedger.Entry], tree: [[UInt8]]?, linkedHashes: [UInt64: Int] = [:]) throws {
         var reader = ContentReader()
         for entry in entries {
             guard let path = MemberPath.restored(entry.name), !path.components.isEmpty else {
@@ -31,6 +34,11 @@ struct PartialTreeCheck {
                 throw UntarSink.sluiceError(error, offset: 0, member: entry.name)
             }
             switch found {
+            case .entry(.file, let hash) where entry.kind == .linkedFile && hash == entry.hash:
+                guard (linkedHashes[hash] ?? 0) < 2 else {
+                    throw TreeDifference(
+                        member: entry.name, reason: "was extracted as a hard link to other names and is now a separate copy")
+                }
             case .entry(let kind, let hash) where kind.matches(entry.kind) && hash == entry.hash:
                 continue
             case .entry(let kind, _) where kind.matches(entry.kind):
