@@ -25,22 +25,12 @@ final class ResumeTrustTests: XCTestCase {
 
     private var spec: String { "read \(gz) | gunzip | verify sha256:\(digest) | file \(out)" }
 
-    /// Runs the spec in this process and cancels it at its first progress event, which
-    /// the source thread reports in the middle of its first write: the run stops there
-    /// and saves a checkpoint, whatever the timing.
+    /// Stopped in-process in the middle of the source's first write, with a checkpoint.
     private func interruptedRun(engine: InflateEngineKind = .isal) throws {
         var options = PipelineOptions()
-        options.checkpointInterval = 64 << 10
         options.engine = engine
-        let box = CancelBox()
-        options.progress = { event in
-            if case .progress = event { box.cancelOnce() }
-        }
-        let pipeline = try Pipeline(spec, options: options)
-        box.pipeline = pipeline
-        XCTAssertThrowsError(try pipeline.run()) { XCTAssertEqual($0 as? SluiceError, .cancelled) }
-        XCTAssertTrue(FileManager.default.fileExists(atPath: out + ".sluice"), "a checkpoint remains")
-        XCTAssertGreaterThan(try XCTUnwrap(try CheckpointStore(path: out + ".sluice").load()).source.offset, 0)
+        let checkpoint = try runCancelledAtFirstProgress(spec, checkpoint: out + ".sluice", options: options)
+        XCTAssertGreaterThan(checkpoint.source.offset, 0)
         XCTAssertFalse(FileManager.default.fileExists(atPath: out))
     }
 
@@ -149,13 +139,5 @@ final class ResumeTrustTests: XCTestCase {
                 }
             }
         }
-    }
-}
-
-private final class CancelBox: @unchecked Sendable {
-    var pipeline: Pipeline?
-
-    func cancelOnce() {
-        pipeline?.cancel()
     }
 }

@@ -36,16 +36,7 @@ final class UntarLinkTrustTests: XCTestCase {
     /// Stopped in-process at the first progress event: the checkpoint stands inside `big`.
     private func interruptedRun() throws {
         for path in [out, out + ".sluice", part] { TreeRemover.remove(path) }
-        var options = PipelineOptions()
-        options.checkpointInterval = 64 << 10
-        let box = CancelOnProgress()
-        options.progress = { event in
-            if case .progress = event { box.cancel() }
-        }
-        let pipeline = try Pipeline(spec, options: options)
-        box.pipeline = pipeline
-        XCTAssertThrowsError(try pipeline.run()) { XCTAssertEqual($0 as? SluiceError, .cancelled) }
-        let checkpoint = try XCTUnwrap(try CheckpointStore(path: out + ".sluice").load())
+        let checkpoint = try runCancelledAtFirstProgress(spec, checkpoint: out + ".sluice")
         let state = try XCTUnwrap(checkpoint.stages.lazy.compactMap { $0.as(UntarState.self) }.first)
         XCTAssertEqual(state.current.map { String(decoding: $0.path.bytes, as: UTF8.self) }, "big")
     }
@@ -89,13 +80,5 @@ final class UntarLinkTrustTests: XCTestCase {
         let result = try SluiceBinary.run(["-q", spec])
         XCTAssertEqual(result.status, 0, result.stderr)
         XCTAssertEqual(treeDifferences(treeSnapshot(ref), treeSnapshot(out)), [])
-    }
-}
-
-private final class CancelOnProgress: @unchecked Sendable {
-    var pipeline: Pipeline?
-
-    func cancel() {
-        pipeline?.cancel()
     }
 }

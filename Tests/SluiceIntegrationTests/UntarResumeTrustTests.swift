@@ -30,16 +30,7 @@ final class UntarResumeTrustTests: XCTestCase {
     /// Stops the run in-process at its first progress event (in the source's first write):
     /// the final barrier records the untar stage inside `big`.
     private func interruptedRun() throws -> Checkpoint {
-        var options = PipelineOptions()
-        options.checkpointInterval = 64 << 10
-        let box = StopBox()
-        options.progress = { event in
-            if case .progress = event { box.stop() }
-        }
-        let pipeline = try Pipeline(spec, options: options)
-        box.pipeline = pipeline
-        XCTAssertThrowsError(try pipeline.run()) { XCTAssertEqual($0 as? SluiceError, .cancelled) }
-        let checkpoint = try XCTUnwrap(try CheckpointStore(path: out + ".sluice").load())
+        let checkpoint = try runCancelledAtFirstProgress(spec, checkpoint: out + ".sluice")
         let state = try XCTUnwrap(checkpoint.stages.lazy.compactMap { $0.as(UntarState.self) }.first)
         let current = try XCTUnwrap(state.current, "the run stopped outside big's data")
         XCTAssertGreaterThan(current.written, 0)
@@ -97,13 +88,5 @@ final class UntarResumeTrustTests: XCTestCase {
     private func interruptedRunAgain() throws -> Checkpoint {
         XCTAssertEqual(try shell("rm -rf \(out) \(out).sluice \(out).sluice-part").status, 0)
         return try interruptedRun()
-    }
-}
-
-private final class StopBox: @unchecked Sendable {
-    var pipeline: Pipeline?
-
-    func stop() {
-        pipeline?.cancel()
     }
 }

@@ -42,16 +42,7 @@ final class UntarTreeTrustTests: XCTestCase {
     /// with the members before it finished.
     private func interruptedRun() throws {
         for path in [out, out + ".sluice", part] { TreeRemover.remove(path) }
-        var options = PipelineOptions()
-        options.checkpointInterval = 64 << 10
-        let box = CancelOnFirstProgress()
-        options.progress = { event in
-            if case .progress = event { box.cancel() }
-        }
-        let pipeline = try Pipeline(spec, options: options)
-        box.pipeline = pipeline
-        XCTAssertThrowsError(try pipeline.run()) { XCTAssertEqual($0 as? SluiceError, .cancelled) }
-        let checkpoint = try XCTUnwrap(try CheckpointStore(path: out + ".sluice").load())
+        let checkpoint = try runCancelledAtFirstProgress(spec, checkpoint: out + ".sluice")
         let state = try XCTUnwrap(checkpoint.stages.lazy.compactMap { $0.as(UntarState.self) }.first)
         XCTAssertEqual(state.current.map { String(decoding: $0.path.bytes, as: UTF8.self) }, "big", "the run stopped outside big's data")
         XCTAssertEqual(TreeLedger.decode([UInt8](state.tree))?.count, 7, "sub, its four files, sub/deep and sub/deep/e")
@@ -126,13 +117,5 @@ final class UntarTreeTrustTests: XCTestCase {
         XCTAssertTrue(result.stderr.contains("does not hold what it lists"), result.stderr)
         XCTAssertTrue(result.stderr.contains("sub/c"), result.stderr)
         XCTAssertEqual(try String(contentsOfFile: out + "/sub/c", encoding: .utf8), "changed\n")
-    }
-}
-
-private final class CancelOnFirstProgress: @unchecked Sendable {
-    var pipeline: Pipeline?
-
-    func cancel() {
-        pipeline?.cancel()
     }
 }
