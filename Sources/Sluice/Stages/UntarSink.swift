@@ -392,12 +392,8 @@ public final class UntarSink: TerminalSink, TarEventHandler {
                 reason: "it holds more members than a checkpoint lists (over \(TreeLedger.maxBytes >> 20) MiB of names), "
                     + "so what an earlier run extracted cannot be checked, \(advice)")
         }
-        let entries = ledger.live
         do {
-            var linkedHashes: [UInt64: Int] = [:]
-            for entry in entries where entry.kind == .linkedFile { linkedHashes[entry.hash, default: 0] += 1 }
-            try PartialTreeCheck(extractor: extractor).verify(
-                entries.filter(\.unverified), tree: entries.map(\.name), linkedHashes: linkedHashes)
+            try PartialTreeCheck(extractor: extractor).verify(ledger.live, onlyUnverified: true, listTree: true)
         } catch let difference as TreeDifference {
             throw SluiceError.unsafePath(
                 path: partialPath,
@@ -645,7 +641,7 @@ extension UntarSink {
         let extractor = SafeExtractor(root: root, rootPath: directory)
         let remedy = "remove \(checkpointPath) and \(directory), then rerun to extract again"
         do {
-            try PartialTreeCheck(extractor: extractor).verify(entries, tree: nil)
+            try PartialTreeCheck(extractor: extractor).verify(entries, onlyUnverified: false, listTree: false)
             if let current = state.current {
                 try checkBeginning(of: current, in: extractor)
             }

@@ -16,14 +16,16 @@ import Glibc
 struct PartialTreeCheck {
     let extractor: SafeExtractor
 
-    /// Throws the first difference among `entries`, in extraction order; then, when `tree`
-    /// is given (every name the archive made), the first name found outside it.
-    /// `linkedHashes` counts the ledger's linked files by hash: a linked file found with one
-    /// name may have lost its partners to later members, but not while another linked name
-    /// with its very hash is still there — then its link group was split into copies.
-    func verify(_ entries: [TreeLedger.Entry], tree: [[UInt8]]?, linkedHashes: [UInt64: Int] = [:]) throws {
+    /// Throws the first difference among the `ledger`'s entries (only those restored and not
+    /// made again, with `onlyUnverified`), in extraction order; then, with `listTree`, the
+    /// first name found that no entry made. A linked file found with one name may have lost
+    /// its partners to later members, but not while another linked name with its very hash
+    /// is in the ledger — then its link group was split into copies.
+    func verify(_ ledger: [TreeLedger.Entry], onlyUnverified: Bool, listTree: Bool) throws {
+        var linkedHashes: [UInt64: Int] = [:]
+        for entry in ledger where entry.kind == .linkedFile { linkedHashes[entry.hash, default: 0] += 1 }
         var reader = ContentReader()
-        for entry in entries {
+        for entry in ledger where entry.unverified || !onlyUnverified {
             guard let path = MemberPath.restored(entry.name), !path.components.isEmpty else {
                 throw TreeDifference(member: entry.name, reason: "is not a member name")
             }
@@ -52,8 +54,8 @@ struct PartialTreeCheck {
                 throw TreeDifference(member: entry.name, reason: "was extracted as \(entry.kind.described) and is now \(what)")
             }
         }
-        if let tree {
-            try findExtra(expected: Self.expectedNames(tree))
+        if listTree {
+            try findExtra(expected: Self.expectedNames(ledger.map(\.name)))
         }
     }
 
