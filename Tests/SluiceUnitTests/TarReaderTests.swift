@@ -160,7 +160,7 @@ final class TarReaderTests: XCTestCase {
         XCTAssertNil(try path("./top", strip: 2))
         XCTAssertEqual(try path("a/b/../../c/", strip: 0), "c")
         XCTAssertThrowsError(try path("a/../b", strip: 1))  // strip drops "a"; the ".." then leaves
-        XCTAssertNil(try path("//a//", strip: 1))
+        XCTAssertNil(try path("a//", strip: 1))
         // The parts of a normalised name, as the extractor uses them.
         let deep = try XCTUnwrap(try MemberPath.member(Array("./x//y/./z.c".utf8), strip: 0))
         XCTAssertEqual(deep.depth, 3)
