@@ -158,6 +158,22 @@ final class TarReaderTests: XCTestCase {
         XCTAssertEqual(try path("./"), "")
         XCTAssertEqual(try path("./top/a", strip: 2), "a")
         XCTAssertNil(try path("./top", strip: 2))
+        XCTAssertEqual(try path("a/b/../../c/", strip: 0), "c")
+        XCTAssertThrowsError(try path("a/../b", strip: 1))  // strip drops "a"; the ".." then leaves
+        XCTAssertNil(try path("a//", strip: 1))
+        // The parts of a normalised name, as the extractor uses them.
+        let deep = try XCTUnwrap(try MemberPath.member(Array("./x//y/./z.c".utf8), strip: 0))
+        XCTAssertEqual(deep.depth, 3)
+        XCTAssertEqual(deep.components, [Array("x".utf8), Array("y".utf8), Array("z.c".utf8)])
+        XCTAssertEqual(deep.leaf.map(Array.init), Array("z.c".utf8))
+        XCTAssertEqual(Array(deep.parent), Array("x/y".utf8))
+        XCTAssertEqual(deep, MemberPath(components: deep.components))
+        let top = try XCTUnwrap(try MemberPath.member(Array("f".utf8), strip: 0))
+        XCTAssertEqual(top.leaf.map(Array.init), Array("f".utf8))
+        XCTAssertTrue(top.parent.isEmpty)
+        let root = try XCTUnwrap(try MemberPath.member(Array("./".utf8), strip: 0))
+        XCTAssertTrue(root.isEmpty)
+        XCTAssertNil(root.leaf)
         for bad in ["/etc/passwd", "../x", "a/../../x", "", "a\nb", "a\u{1}b", String(repeating: "x", count: 256)] {
             XCTAssertThrowsError(try path(bad), bad)
         }

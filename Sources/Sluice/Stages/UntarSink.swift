@@ -228,7 +228,7 @@ public final class UntarSink: TerminalSink, TarEventHandler {
     }
 
     private func reopen(_ saved: UntarState.CurrentFile) throws -> OpenFile {
-        guard let path = MemberPath.restored(saved.path.bytes), !path.components.isEmpty else {
+        guard let path = MemberPath.restored(saved.path.bytes), !path.isEmpty else {
             throw StateRejected("its current file name is not a normalised member name")
         }
         let shown = partialPath + "/" + String(decoding: saved.path.bytes, as: UTF8.self)
@@ -306,7 +306,7 @@ public final class UntarSink: TerminalSink, TarEventHandler {
                 written: 0, size: entry.size, content: OutputChecksum(), headerOffset: entry.offset)
         case .directory:
             let metadata = DirectoryMetadata(path: ByteString(path.joined), mode: entry.mode, mtime: entry.mtime)
-            if path.components.isEmpty {
+            if path.isEmpty {
                 rootMetadata = metadata
                 return
             }
@@ -319,8 +319,8 @@ public final class UntarSink: TerminalSink, TarEventHandler {
             }
             directories.append(metadata)
         case .symlink:
-            guard !path.components.isEmpty else { throw PathRefusal("would replace the destination directory itself") }
-            try MemberPath.checkSymlinkTarget(entry.linkTarget, linkDirectoryDepth: path.components.count - 1)
+            guard !path.isEmpty else { throw PathRefusal("would replace the destination directory itself") }
+            try MemberPath.checkSymlinkTarget(entry.linkTarget, linkDirectoryDepth: path.depth - 1)
             try extractor.makeSymlink(path, target: entry.linkTarget, mtime: entry.mtime)
             ledger.record(path.joined, kind: .symlink, hash: TreeLedger.symlinkHash(target: entry.linkTarget))
         case .hardLink:
@@ -434,7 +434,7 @@ public final class UntarSink: TerminalSink, TarEventHandler {
             throw refuse("it lists too many directories")
         }
         let directories = state.directories
-        for dir in directories where MemberPath.restored(dir.path.bytes)?.components.isEmpty != false {
+        for dir in directories where MemberPath.restored(dir.path.bytes)?.isEmpty != false {
             throw refuse("it lists a directory whose name is not a normalised member name")
         }
         if let root = state.root, !root.path.bytes.isEmpty { throw refuse("its root metadata names a path") }
@@ -661,7 +661,7 @@ extension UntarSink {
     /// The file being written at the cut, now complete in DIR: its first bytes must be those the cut counted.
     private static func checkBeginning(of current: UntarState.CurrentFile, in extractor: SafeExtractor) throws {
         let difference = TreeDifference(member: current.path.bytes, reason: "changed since the checkpoint")
-        guard let path = MemberPath.restored(current.path.bytes), !path.components.isEmpty else { throw difference }
+        guard let path = MemberPath.restored(current.path.bytes), !path.isEmpty else { throw difference }
         let fd: Int32
         do {
             fd = try extractor.open(path, flags: O_RDONLY | O_NONBLOCK | O_NOCTTY)

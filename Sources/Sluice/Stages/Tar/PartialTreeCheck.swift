@@ -26,7 +26,7 @@ struct PartialTreeCheck {
         for entry in ledger where entry.kind == .linkedFile { linkedHashes[entry.hash, default: 0] += 1 }
         var reader = ContentReader()
         for entry in ledger where entry.unverified || !onlyUnverified {
-            guard let path = MemberPath.restored(entry.name), !path.components.isEmpty else {
+            guard let path = MemberPath.restored(entry.name), !path.isEmpty else {
                 throw TreeDifference(member: entry.name, reason: "is not a member name")
             }
             let found: FoundEntry

@@ -91,8 +91,7 @@ final class SafeExtractor {
         for attempt in 0..<2 {
             let made = Self.withCString(target) { t in Self.withCString(leaf) { symlinkat(t, parent, $0) } }
             if made == 0 {
-                var times = Self.times(mtime)
-                _ = Self.withCString(leaf) { utimensat(parent, $0, &times, AT_SYMLINK_NOFOLLOW) }
+                _ = Self.withTimes(mtime) { times in Self.withCString(leaf) { utimensat(parent, $0, times, AT_SYMLINK_NOFOLLOW) } }
                 return
             }
             guard errno == EEXIST, attempt == 0 else { throw fail("create symlink", path) }
@@ -103,10 +102,10 @@ final class SafeExtractor {
 
     /// Links `path` to the already extracted `target` (never following a symlink on the way).
     func makeHardLink(_ path: MemberPath, to target: MemberPath) throws(ExtractError) {
-        guard let targetLeaf = target.components.last else { throw .refused("is a hard link to the destination itself") }
+        guard let targetLeaf = target.leaf else { throw .refused("is a hard link to the destination itself") }
         let targetParent: Int32
         do {
-            targetParent = try parentDirectory(target.components.dropLast(), create: false)
+            targetParent = try parentDirectory(target.parent, create: false)
         } catch .missing {
             throw .refused("is a hard link to \(TarName.display(target.joined)), which has not been extracted")
         }
@@ -141,7 +140,7 @@ final class SafeExtractor {
     /// resolves from the link's own directory: `d/e/l -> ../..` linked as `h` would climb
     /// out of DIR. Its target is checked again from where the new name puts it.
     private func checkRelocatedSymlink(
-        _ leaf: [UInt8], in parent: Int32, linkedAs path: MemberPath, target: MemberPath
+        _ leaf: ArraySlice<UInt8>, in parent: Int32, linkedAs path: MemberPath, target: MemberPath
     ) throws(ExtractError) {
         guard Self.fileType(leaf, in: parent) == S_IFLNK else { return }
         var buffer = [UInt8](repeating: 0, count: MemberPath.maxLength + 1)
@@ -150,7 +149,7 @@ final class SafeExtractor {
         }
         guard n >= 0 else { throw fail("read the symlink", target) }
         do {
-            try MemberPath.checkSymlinkTarget(Array(buffer[..<n]), linkDirectoryDepth: path.components.count - 1)
+            try MemberPath.checkSymlinkTarget(Array(buffer[..<n]), linkDirectoryDepth: path.depth - 1)
         } catch {
             throw .refused(
                 "is a hard link to the symlink \(TarName.display(target.joined)), whose target would leave the destination from this name (\(error.reason))")
@@ -161,15 +160,14 @@ final class SafeExtractor {
     func completeFile(_ fd: Int32, mode: UInt32, needsChmod: Bool, mtime: TarTime, path: MemberPath) throws(ExtractError) {
         defer { close(fd) }
         if needsChmod, fchmod(fd, Self.permissions(mode) & ~umask) != 0 { throw fail("set the mode of", path) }
-        var times = Self.times(mtime)
-        if futimens(fd, &times) != 0 { throw fail("set the mtime of", path) }
+        if Self.withTimes(mtime, { futimens(fd, $0) }) != 0 { throw fail("set the mtime of", path) }
     }
 
     /// A directory's metadata, applied after its contents. Skipped (not an error) when a
     /// later member replaced the directory: what is there now is not a directory of its.
     func completeDirectory(_ path: MemberPath, mode: UInt32, mtime: TarTime) throws(ExtractError) {
         let fd: Int32
-        if path.components.isEmpty {
+        if path.isEmpty {
             fd = root
         } else {
             do {
@@ -183,8 +181,7 @@ final class SafeExtractor {
         }
         defer { if fd != root { close(fd) } }
         if fchmod(fd, Self.permissions(mode) & ~umask) != 0 { throw fail("set the mode of", path) }
-        var times = Self.times(mtime)
-        if futimens(fd, &times) != 0 { throw fail("set the mtime of", path) }
+        if Self.withTimes(mtime, { futimens(fd, $0) }) != 0 { throw fail("set the mtime of", path) }
     }
 
     /// Opens an existing member beneath the root without following any symlink.
@@ -209,17 +206,17 @@ final class SafeExtractor {
 
     // MARK: resolution
 
-    private func parentAndLeaf(_ path: MemberPath, create: Bool = true) throws(ExtractError) -> (Int32, [UInt8]) {
-        guard let leaf = path.components.last else { throw .refused("would replace the destination directory itself") }
-        return (try parentDirectory(path.components.dropLast(), create: create), leaf)
+    private func parentAndLeaf(_ path: MemberPath, create: Bool = true) throws(ExtractError) -> (Int32, ArraySlice<UInt8>) {
+        guard let leaf = path.leaf else { throw .refused("would replace the destination directory itself") }
+        return (try parentDirectory(path.parent, create: create), leaf)
     }
 
     /// The directory holding a member, opened beneath the root without following
     /// symlinks; missing ones are created (archives need not list every directory).
-    private func parentDirectory(_ components: ArraySlice<[UInt8]>, create: Bool) throws(ExtractError) -> Int32 {
-        if components.isEmpty { return root }
-        let key = DirectoryKey(components)
-        if let last = lastParent, last.key == key { return last.fd }
+    private func parentDirectory(_ name: ArraySlice<UInt8>, create: Bool) throws(ExtractError) -> Int32 {
+        if name.isEmpty { return root }
+        if let last = lastParent, last.key.names(name) { return last.fd }
+        let key = DirectoryKey(Array(name))
         if let fd = parents[key] {
             lastParent = (key, fd)
             return fd
@@ -232,9 +229,9 @@ final class SafeExtractor {
                     UInt64(SLUICE_RESOLVE_BENEATH | SLUICE_RESOLVE_NO_SYMLINKS))
             }
             if fd < 0 && errno == ENOSYS { hasOpenat2 = false }
-            if fd < 0 && errno != ENOENT && errno != ENOSYS { throw blocked(Array(components)) }
+            if fd < 0 && errno != ENOENT && errno != ENOSYS { throw blocked(key.bytes) }
         }
-        if fd < 0 { fd = try walk(Array(components), create: create) }
+        if fd < 0 { fd = try walk(key.bytes.split(separator: UInt8(ascii: "/")).map(Array.init), create: create) }
         parents[key] = fd
         lastParent = (key, fd)
         return fd
@@ -251,7 +248,7 @@ final class SafeExtractor {
             close(fd)
             guard next >= 0 else {
                 if code == ENOENT { throw .missing }
-                throw blocked(Array(components.prefix(depth + 1)), errno: code)
+                throw blocked(MemberPath(components: Array(components.prefix(depth + 1))).joined, errno: code)
             }
             fd = next
         }
@@ -259,19 +256,19 @@ final class SafeExtractor {
     }
 
     /// A parent that exists but cannot be entered without following a symlink (or is a file).
-    private func blocked(_ components: [[UInt8]], errno code: Int32 = errno) -> ExtractError {
+    private func blocked(_ name: [UInt8], errno code: Int32 = errno) -> ExtractError {
         if code == ELOOP || code == ENOTDIR || code == EXDEV {
             // Find out which, for the message; an lstat-like probe never follows.
             return .refused(
-                "would be written through \(TarName.display(MemberPath(components: components).joined)), which is not a directory (a symlink or a file)")
+                "would be written through \(TarName.display(name)), which is not a directory (a symlink or a file)")
         }
         return .io(
-            path: rootPath + "/" + String(decoding: MemberPath(components: components).joined, as: UTF8.self),
+            path: rootPath + "/" + String(decoding: name, as: UTF8.self),
             operation: "open directory", errno: code)
     }
 
     /// Removes what is at `leaf` (never following it): a later member with the same name replaces it.
-    private func remove(_ leaf: [UInt8], in parent: Int32, path: MemberPath) throws(ExtractError) {
+    private func remove(_ leaf: ArraySlice<UInt8>, in parent: Int32, path: MemberPath) throws(ExtractError) {
         let isDirectory = Self.fileType(leaf, in: parent) == S_IFDIR
         if Self.withCString(leaf, { unlinkat(parent, $0, isDirectory ? AT_REMOVEDIR : 0) }) == 0 {
             if isDirectory { retireCache() }  // the caller still uses `parent`
@@ -293,17 +290,28 @@ final class SafeExtractor {
         mode & 0o755  // no setuid/setgid/sticky, no group or other write
     }
 
-    static func times(_ mtime: TarTime) -> [timespec] {
-        [timespec(tv_sec: 0, tv_nsec: SLUICE_UTIME_OMIT), timespec(tv_sec: Int(mtime.seconds), tv_nsec: Int(mtime.nanoseconds))]
+    /// The `times` argument of futimens/utimensat: atime left alone, mtime set (on the stack).
+    static func withTimes<R>(_ mtime: TarTime, _ body: (UnsafePointer<timespec>) -> R) -> R {
+        withUnsafeTemporaryAllocation(of: timespec.self, capacity: 2) { times in
+            times.initialize(repeating: timespec(tv_sec: 0, tv_nsec: SLUICE_UTIME_OMIT))
+            times[1] = timespec(tv_sec: Int(mtime.seconds), tv_nsec: Int(mtime.nanoseconds))
+            return body(UnsafePointer(times.baseAddress!))
+        }
     }
 
-    static func fileType(_ leaf: [UInt8], in parent: Int32) -> UInt32 {
+    static func fileType(_ leaf: [UInt8], in parent: Int32) -> UInt32 { fileType(leaf[...], in: parent) }
+
+    static func fileType(_ leaf: ArraySlice<UInt8>, in parent: Int32) -> UInt32 {
         var st = stat()
         guard withCString(leaf, { fstatat(parent, $0, &st, AT_SYMLINK_NOFOLLOW) }) == 0 else { return 0 }
         return st.st_mode & S_IFMT
     }
 
     static func withCString<R>(_ bytes: [UInt8], _ body: (UnsafePointer<CChar>) -> R) -> R {
+        withCString(bytes[...], body)
+    }
+
+    static func withCString<R>(_ bytes: ArraySlice<UInt8>, _ body: (UnsafePointer<CChar>) -> R) -> R {
         withUnsafeTemporaryAllocation(of: CChar.self, capacity: bytes.count + 1) { buffer in
             bytes.withUnsafeBufferPointer { source in
                 UnsafeMutableRawBufferPointer(buffer).copyMemory(from: UnsafeRawBufferPointer(source))
@@ -333,14 +341,12 @@ final class SafeExtractor {
 private struct DirectoryKey: Hashable {
     let bytes: [UInt8]
 
-    init(_ components: ArraySlice<[UInt8]>) {
-        var out: [UInt8] = []
-        out.reserveCapacity(components.reduce(0) { $0 + $1.count + 1 })
-        for c in components {
-            if !out.isEmpty { out.append(UInt8(ascii: "/")) }
-            out += c
-        }
-        bytes = out
+    init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+    /// Whether it is `name` (compared without making a key of it).
+    func names(_ name: ArraySlice<UInt8>) -> Bool {
+        bytes.count == name.count && !name.isEmpty
+            && bytes.withUnsafeBytes { a in name.withUnsafeBytes { b in memcmp(a.baseAddress!, b.baseAddress!, a.count) == 0 } }
     }
 
     func hash(into hasher: inout Hasher) {

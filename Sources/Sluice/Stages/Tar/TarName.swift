@@ -74,35 +74,89 @@ enum TarName {
 /// A member name made safe to extract: split into components with `.` and empty ones
 /// dropped and `..` resolved lexically (the extractor never follows a symlink inside the
 /// tree, so lexical and physical resolution agree). Refuses what the rules forbid.
+///
+/// Kept as the normalised name itself (`a/b/c`) with where its last component starts:
+/// every member makes one, and one array instead of one per component keeps that cheap.
 struct MemberPath: Equatable, Hashable {
-    /// Empty: DIR itself.
-    var components: [[UInt8]]
+    /// `a/b/c`, without a terminating NUL; empty: DIR itself.
+    let joined: [UInt8]
+    /// How many components `joined` has.
+    let depth: Int
+    /// Where the last component starts in `joined`.
+    private let leafStart: Int
 
     static let maxLength = 4096
     static let maxComponent = 255
+    private static let slash = UInt8(ascii: "/")
+    private static let dot = UInt8(ascii: ".")
+
+    init(components: [[UInt8]]) {
+        var out: [UInt8] = []
+        for (i, c) in components.enumerated() {
+            if i > 0 { out.append(Self.slash) }
+            out += c
+        }
+        self.init(normalised: out, depth: components.count)
+    }
+
+    private init(normalised joined: [UInt8], depth: Int) {
+        self.joined = joined
+        self.depth = depth
+        leafStart = joined.lastIndex(of: Self.slash).map { $0 + 1 } ?? 0
+    }
+
+    /// DIR itself.
+    var isEmpty: Bool { depth == 0 }
+
+    /// The components, one array each (for the rare paths that walk them).
+    var components: [[UInt8]] {
+        joined.split(separator: Self.slash).map(Array.init)
+    }
+
+    /// The last component; nil for DIR itself.
+    var leaf: ArraySlice<UInt8>? { depth == 0 ? nil : joined[leafStart...] }
+
+    /// The directory holding the member, as a name beneath DIR (empty: DIR itself).
+    var parent: ArraySlice<UInt8> { joined[..<max(leafStart - 1, 0)] }
 
     /// `raw` with `strip` leading components dropped (as `tar --strip-components`),
     /// nil when nothing is left of it.
     static func member(_ raw: [UInt8], strip: Int) throws(PathRefusal) -> MemberPath? {
         try checkCharacters(raw, what: "name")
-        guard raw.first != UInt8(ascii: "/") else { throw PathRefusal("is an absolute name") }
-        var parts = raw.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: true)
-        if strip > 0 {
-            guard parts.count > strip else { return nil }
-            parts.removeFirst(strip)
-        }
-        var components: [[UInt8]] = []
-        for part in parts {
-            if part.count == 1 && part.first == UInt8(ascii: ".") { continue }
-            if part.count == 2 && part.elementsEqual([UInt8(ascii: "."), UInt8(ascii: ".")]) {
-                guard !components.isEmpty else { throw PathRefusal("has '..' that leaves the destination") }
-                components.removeLast()
+        guard raw.first != slash else { throw PathRefusal("is an absolute name") }
+        var out: [UInt8] = []
+        out.reserveCapacity(raw.count)
+        var depth = 0
+        var parts = 0
+        var at = 0
+        let end = raw.count
+        while at < end {
+            guard raw[at] != slash else {
+                at += 1
                 continue
             }
-            guard part.count <= maxComponent else { throw PathRefusal("has a component longer than \(maxComponent) bytes") }
-            components.append(Array(part))
+            var stop = at + 1
+            while stop < end && raw[stop] != slash { stop += 1 }
+            defer { at = stop }
+            parts += 1
+            // Strip counts the name's non-empty parts as written, `.` and `..` included.
+            if parts <= strip { continue }
+            let length = stop - at
+            if length == 1 && raw[at] == dot { continue }
+            if length == 2 && raw[at] == dot && raw[at + 1] == dot {
+                guard depth > 0 else { throw PathRefusal("has '..' that leaves the destination") }
+                depth -= 1
+                out.removeSubrange((out.lastIndex(of: slash) ?? 0)...)
+                continue
+            }
+            guard length <= maxComponent else { throw PathRefusal("has a component longer than \(maxComponent) bytes") }
+            if depth > 0 { out.append(slash) }
+            out.append(contentsOf: raw[at..<stop])
+            depth += 1
         }
-        return MemberPath(components: components)
+        // Nothing left after stripping: the member is dropped, as tar does.
+        if strip > 0 && parts <= strip { return nil }
+        return MemberPath(normalised: out, depth: depth)
     }
 
     /// Validates a symlink target as the kernel would resolve it from the link's
@@ -134,20 +188,10 @@ struct MemberPath: Equatable, Hashable {
         }
     }
 
-    /// `a/b/c`, without a terminating NUL.
-    var joined: [UInt8] {
-        var out: [UInt8] = []
-        for (i, c) in components.enumerated() {
-            if i > 0 { out.append(UInt8(ascii: "/")) }
-            out += c
-        }
-        return out
-    }
-
     /// Re-parses a path recorded in a checkpoint; it must already be in normal form.
     static func restored(_ bytes: [UInt8]) -> MemberPath? {
         if bytes.isEmpty { return MemberPath(components: []) }
-        guard let path = try? member(bytes, strip: 0), path.joined == bytes, !path.components.isEmpty else { return nil }
+        guard let path = try? member(bytes, strip: 0), path.joined == bytes, !path.isEmpty else { return nil }
         return path
     }
 }

@@ -73,7 +73,7 @@ struct TreeLedger {
         guard bytes.count <= Self.maxBytes, let entries = Self.decode(bytes) else { return nil }
         for entry in entries {
             guard packed.count + entry.name.count + 11 <= Self.maxBytes, find(entry.name) == nil,
-                MemberPath.restored(entry.name)?.components.isEmpty == false
+                MemberPath.restored(entry.name)?.isEmpty == false
             else { return nil }
             record(entry.name, kind: entry.kind, hash: entry.hash, unverified: true)
         }
