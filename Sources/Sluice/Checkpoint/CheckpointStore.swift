@@ -193,14 +193,8 @@ public final class CheckpointStore: @unchecked Sendable {
     /// (saves are atomic, so ours is never cut short): what a save may replace and the end of
     /// a run may remove.
     static func holdsNothingOrACheckpoint(_ path: String) -> Bool {
-        guard let facts = POSIX.lstatFacts(path) else { return true }
-        guard facts.kind == .regular,
-            let fd = try? POSIX.openRegular(path, access: O_RDONLY, operation: "open checkpoint")
-        else { return false }
-        defer { close(fd) }
-        var head = [UInt8](repeating: 0, count: openings.map(\.count).max() ?? 0)
-        guard let n = try? head.withUnsafeMutableBytes({ try POSIX.read(fd, into: $0, path: path) }) else { return false }
-        let start = Data(head.prefix(n))
+        guard POSIX.lstatFacts(path) != nil else { return true }
+        guard let start = openingBytes(of: path) else { return false }
         return openings.contains { start.starts(with: $0) }
     }
 
@@ -208,13 +202,19 @@ public final class CheckpointStore: @unchecked Sendable {
     /// start of a checkpoint. A file at the temporary name that begins otherwise is not
     /// sluice's (`--checkpoint notes` beside someone's `notes.tmp`) and is never removed.
     static func isLeftoverTemporary(_ path: String) -> Bool {
+        guard let start = openingBytes(of: path) else { return false }
+        return openings.contains { $0.starts(with: start) || start.starts(with: $0) }
+    }
+
+    /// The first bytes of the regular file at `path`, as many as the longest opening; nil
+    /// when it is not a regular file or cannot be read.
+    private static func openingBytes(of path: String) -> Data? {
         guard POSIX.lstatFacts(path)?.kind == .regular,
-            let fd = try? POSIX.openRegular(path, access: O_RDONLY, operation: "open checkpoint temporary file")
-        else { return false }
+            let fd = try? POSIX.openRegular(path, access: O_RDONLY, operation: "open checkpoint")
+        else { return nil }
         defer { close(fd) }
         var head = [UInt8](repeating: 0, count: openings.map(\.count).max() ?? 0)
-        guard let n = try? head.withUnsafeMutableBytes({ try POSIX.read(fd, into: $0, path: path) }) else { return false }
-        let start = Data(head.prefix(n))
-        return openings.contains { $0.starts(with: start) || start.starts(with: $0) }
+        guard let n = try? head.withUnsafeMutableBytes({ try POSIX.read(fd, into: $0, path: path) }) else { return nil }
+        return Data(head.prefix(n))
     }
 }
