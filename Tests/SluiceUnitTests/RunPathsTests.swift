@@ -96,6 +96,27 @@ final class RunPathsTests: XCTestCase {
         }
     }
 
+    /// `file out/` and `--checkpoint c/` name directories: refused as such up front (found by
+    /// the second external audit: exit 6, "cannot create lock file out/.sluice.lock").
+    func testNamesEndingInASlashAreRefusedUpFront() {
+        let rows: [(output: String, checkpoint: String?, refused: String?, line: UInt)] = [
+            ("out/", nil, "the output 'out/'", #line),
+            ("out", "c/", "the checkpoint 'c/'", #line),
+            ("dir/out", "dir/c", nil, #line),
+        ]
+        for row in rows {
+            let paths = RunPaths(output: Self.target(row.output), checkpoint: row.checkpoint, input: nil, stdout: nil)
+            let problem = paths.problem(probe: Self.probe([:]))
+            guard let expected = row.refused else {
+                XCTAssertNil(problem, line: row.line)
+                continue
+            }
+            guard case .usage(let message)? = problem else { return XCTFail("\(String(describing: problem))", line: row.line) }
+            XCTAssertTrue(message.hasPrefix("\(expected) ends in '/'"), message, line: row.line)
+            XCTAssertEqual(problem?.exitCode, 2, line: row.line)
+        }
+    }
+
     func testNoTwoRolesMayBeOneFile() {
         let rows: [(output: String?, checkpoint: String?, input: String?, files: [String: FileFacts], refused: Bool, line: UInt)] = [
             ("out", "out.sluice", "in", [:], false, #line),  // the default: shares the lock only
