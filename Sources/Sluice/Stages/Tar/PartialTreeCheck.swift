@@ -223,7 +223,15 @@ extension SafeExtractor {
             return .entry(.symlink, TreeLedger.symlinkHash(target: Array(target[..<n])))
         case S_IFREG:
             // Opened again to read: the same file, or it changed under us (a difference).
-            let fd = try open(path, flags: O_RDONLY | O_NONBLOCK | O_NOCTTY)
+            let fd: Int32
+            do {
+                fd = try open(path, flags: O_RDONLY | O_NONBLOCK | O_NOCTTY)
+            } catch .io(let shown, let operation, let code) where code == EACCES {
+                guard let granted = try openOwnUnreadable(handle, st, path) else {
+                    throw .io(path: shown, operation: operation, errno: code)
+                }
+                fd = granted
+            }
             defer { close(fd) }
             var again = stat()
             guard fstat(fd, &again) == 0, again.st_dev == st.st_dev, again.st_ino == st.st_ino, st.st_size >= 0 else {
@@ -237,6 +245,17 @@ extension SafeExtractor {
         default:
             return .other("a FIFO, socket or device")
         }
+    }
+
+    /// A file of ours whose mode denies its owner reading (an archive's 000 or 200, which
+    /// binds every user but root): opened with u+r for a moment, its mode put back at once
+    /// (the descriptor keeps reading). nil when it is not ours or the mode cannot be changed.
+    private func openOwnUnreadable(_ handle: Int32, _ st: stat, _ path: MemberPath) throws(ExtractError) -> Int32? {
+        guard st.st_uid == geteuid(), st.st_mode & S_IRUSR == 0 else { return nil }
+        let itself = "/proc/self/fd/\(handle)"
+        guard chmod(itself, (st.st_mode & 0o7777) | S_IRUSR) == 0 else { return nil }
+        defer { _ = chmod(itself, st.st_mode & 0o7777) }
+        return try open(path, flags: O_RDONLY | O_NONBLOCK | O_NOCTTY)
     }
 
     private func display(_ path: MemberPath) -> String {
