@@ -53,4 +53,16 @@ final class CheckpointReplacedTests: XCTestCase {
         store.remove()
         XCTAssertFalse(FileManager.default.fileExists(atPath: path))
     }
+
+    /// A checkpoint cut short inside its JSON was "not a sluice checkpoint", which `--restart`
+    /// never removes; it begins as one, so it is a damaged checkpoint.
+    func testACheckpointCutShortIsDamagedNotForeign() throws {
+        let (store, path) = try store()
+        try store.save(sample())
+        XCTAssertEqual(truncate(path, 60), 0)
+        guard case .damaged(let error) = try store.read() else { return XCTFail("not judged a damaged checkpoint") }
+        XCTAssertEqual(error.exitCode, 2)
+        store.remove()
+        XCTAssertFalse(FileManager.default.fileExists(atPath: path))
+    }
 }

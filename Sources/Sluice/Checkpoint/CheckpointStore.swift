@@ -93,7 +93,13 @@ public final class CheckpointStore: @unchecked Sendable {
                         path: path, reason: "it is larger than \(Self.sizeLimit >> 20) MiB, more than sluice reads (a window over 500 MiB)"))
             }
         }
-        guard Self.isSluiceCheckpoint(data) else { return .foreign(path: path) }
+        guard Self.isSluiceCheckpoint(data) else {
+            // A checkpoint cut short (a copy interrupted, a damaged disk) still begins as one:
+            // damaged, so `--restart` may remove it; anything else is someone's file.
+            guard Self.openings.contains(where: { data.starts(with: $0) }) else { return .foreign(path: path) }
+            remember(POSIX.fstatFacts(fd)?.identity)
+            return .damaged(.checkpointRefused(path: path, reason: "it is damaged (its JSON is cut short or does not parse)"))
+        }
         remember(POSIX.fstatFacts(fd)?.identity)
         do {
             return .valid(try Checkpoint.decode(data, path: path, key: try CheckpointKey.existing(in: keyDirectory)))
