@@ -116,4 +116,31 @@ final class UntarTamperAuditTests: XCTestCase {
         XCTAssertEqual(st.st_mode & 0o777, 0)
         XCTAssertEqual(st.st_size, 700)
     }
+
+    /// A directory the archive implies (`deep/a/f` without a `deep/` member) is made with the
+    /// default mode, and neither the ledger nor the directory list kept it: `chmod 1777` on it
+    /// between the runs reached DIR with exit 0 (a world-writable directory no member asked for).
+    func testModeOfAnImpliedDirectoryIsRestored() throws {
+        let fixture = try TamperFixture(self)
+        // A second archive: implied directories, then the big file the run stops in.
+        let tar = fixture.dir + "/implied.tar", out = fixture.dir + "/implied", ref = fixture.dir + "/implied-ref"
+        try FileManager.default.createDirectory(atPath: fixture.dir + "/src2/deep/a", withIntermediateDirectories: true)
+        try Data(makeTestData(count: 900, seed: 43)).write(to: URL(fileURLWithPath: fixture.dir + "/src2/deep/a/f"))
+        try Data(makeTestData(count: 3 << 20, seed: 44)).write(to: URL(fileURLWithPath: fixture.dir + "/src2/big"))
+        XCTAssertEqual(
+            try shell(
+                "tar -cf \(tar) -C \(fixture.dir)/src2 --no-recursion deep/a/f big && mkdir \(ref) && tar -xf \(tar) -C \(ref)"
+            ).status, 0)
+        let spec = "read \(tar) | untar \(out)"
+        let checkpoint = try runCancelledAtFirstProgress(spec, checkpoint: out + ".sluice")
+        let state = try XCTUnwrap(checkpoint.stages.lazy.compactMap { $0.as(UntarState.self) }.first)
+        XCTAssertEqual(state.current?.path.bytes, Array("big".utf8))
+        XCTAssertEqual(chmod(out + ".sluice-part/deep", 0o1777), 0)
+        XCTAssertEqual(chmod(out + ".sluice-part/deep/a", 0o700), 0)
+        let result = try SluiceBinary.run(["-q", spec])
+        XCTAssertEqual(result.status, 0, result.stderr)
+        // Implied directories get the time they were made, as with GNU tar: modes must match.
+        XCTAssertEqual(
+            treeDifferences(treeSnapshot(ref, directoryMtimes: false), treeSnapshot(out, directoryMtimes: false)), [])
+    }
 }
