@@ -63,7 +63,11 @@ enum HelpText {
                 title: "EXIT STATUS", intro: nil,
                 entries: [
                     Entry(term: "0", text: "success: the output is complete; no partial file, no checkpoint"),
-                    Entry(term: "2", text: "usage or spec error, or a checkpoint that cannot be trusted: nothing created or changed"),
+                    Entry(
+                        term: "2",
+                        text:
+                            "usage or spec error, a checkpoint that cannot be used, another run holding the lock, or an unsafe name: nothing created or changed; at the end of a run, a partial output that is not what it should be (a resumed untar's tree, a replaced partial file or checkpoint): partial output and checkpoint kept as they are"
+                    ),
                     Entry(
                         term: "3",
                         text:

@@ -30,6 +30,16 @@ func fail(_ error: SluiceError) -> Never {
     exit(error.exitCode)
 }
 
+// CommandLine.arguments repairs bytes that are not UTF-8 with U+FFFD: `file caf\xE9` wrote
+// `caf\u{FFFD}` and `read caf\xE9` read it, names the user never gave. Refused instead.
+for index in 1..<Int(CommandLine.argc) {
+    guard let raw = CommandLine.unsafeArgv[index], String(validatingCString: raw) == nil else { continue }
+    fail(
+        .usage(
+            "argument \(index) is not UTF-8 text, so a name in it cannot be used as given (sluice reads specs and paths as UTF-8); rename the file or reach it through a symlink with a UTF-8 name"
+        ))
+}
+
 let arguments: Arguments
 do {
     arguments = try Arguments.parse(Array(CommandLine.arguments.dropFirst()))

@@ -84,16 +84,38 @@ final class RunPathsTests: XCTestCase {
             ("out", "d/" + String(repeating: "c", count: 251), "a lock file", #line),
         ]
         for row in rows {
-            let paths = RunPaths(output: Self.target(row.output), checkpoint: row.checkpoint, input: nil, stdout: nil)
-            let problem = paths.problem(probe: Self.probe([:]))
+            let message = usageRefusal(output: row.output, checkpoint: row.checkpoint, line: row.line)
             guard let expected = row.refused else {
-                XCTAssertNil(problem, line: row.line)
+                XCTAssertNil(message, line: row.line)
                 continue
             }
-            guard case .usage(let message)? = problem else { return XCTFail("\(String(describing: problem))", line: row.line) }
-            XCTAssertTrue(message.contains("the name of \(expected) would be"), message, line: row.line)
-            XCTAssertTrue(message.contains("255 bytes"), message, line: row.line)
+            XCTAssertTrue(message?.contains("the name of \(expected) would be") == true, message ?? "not refused", line: row.line)
+            XCTAssertTrue(message?.contains("255 bytes") == true, message ?? "not refused", line: row.line)
         }
+    }
+
+    /// `file out/` and `--checkpoint c/` name directories: refused as such up front (found by
+    /// the second external audit: exit 6, "cannot create lock file out/.sluice.lock").
+    func testNamesEndingInASlashAreRefusedUpFront() {
+        let rows: [(output: String, checkpoint: String?, refused: String?, line: UInt)] = [
+            ("out/", nil, "the output 'out/'", #line),
+            ("out", "c/", "the checkpoint 'c/'", #line),
+            ("dir/out", "dir/c", nil, #line),
+        ]
+        for row in rows {
+            let message = usageRefusal(output: row.output, checkpoint: row.checkpoint, line: row.line)
+            XCTAssertEqual(message.map { $0.hasPrefix("\(row.refused ?? "") ends in '/'") }, row.refused.map { _ in true }, message ?? "", line: row.line)
+        }
+    }
+
+    /// The usage refusal's message for these names on an empty file system; nil when nothing
+    /// is refused (any other refusal fails the test).
+    private func usageRefusal(output: String, checkpoint: String?, line: UInt) -> String? {
+        let paths = RunPaths(output: Self.target(output), checkpoint: checkpoint, input: nil, stdout: nil)
+        let problem = paths.problem(probe: Self.probe([:]))
+        if case .usage(let message)? = problem { return message }
+        if let problem { XCTFail("\(problem)", line: line) }
+        return nil
     }
 
     func testNoTwoRolesMayBeOneFile() {

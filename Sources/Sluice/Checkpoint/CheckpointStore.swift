@@ -32,6 +32,9 @@ public final class CheckpointStore: @unchecked Sendable {
     public let keyDirectory: String
     private let keyLock = NSLock()
     private var sealingKey: CheckpointKey?
+    /// The file this store read as a sluice checkpoint, until its first save (under
+    /// `keyLock`): `--restart` removes it even when a hand edit changed how it begins.
+    private var known: FileIdentity?
 
     public init(path: String, keyDirectory: String = CheckpointKey.directory()) {
         self.path = path
@@ -90,7 +93,14 @@ public final class CheckpointStore: @unchecked Sendable {
                         path: path, reason: "it is larger than \(Self.sizeLimit >> 20) MiB, more than sluice reads (a window over 500 MiB)"))
             }
         }
-        guard Self.isSluiceCheckpoint(data) else { return .foreign(path: path) }
+        guard Self.isSluiceCheckpoint(data) else {
+            // A checkpoint cut short (a copy interrupted, a damaged disk) still begins as one:
+            // damaged, so `--restart` may remove it; anything else is someone's file.
+            guard Self.openings.contains(where: { data.starts(with: $0) }) else { return .foreign(path: path) }
+            remember(POSIX.fstatFacts(fd)?.identity)
+            return .damaged(.checkpointRefused(path: path, reason: "it is damaged (its JSON is cut short or does not parse)"))
+        }
+        remember(POSIX.fstatFacts(fd)?.identity)
         do {
             return .valid(try Checkpoint.decode(data, path: path, key: try CheckpointKey.existing(in: keyDirectory)))
         } catch let error as SluiceError {
@@ -138,20 +148,29 @@ public final class CheckpointStore: @unchecked Sendable {
             unlink(temporaryPath)
             throw error
         }
-        // rename replaces whatever name is at `path` (a link included) without following it.
+        // rename replaces whatever name is at `path` (a link included) without following it;
+        // a file put there during the run that is not a checkpoint is someone's, not ours.
+        guard ownsWhateverIsAtPath() else {
+            unlink(temporaryPath)
+            throw SluiceError.unsafePath(
+                path: path,
+                reason: "it was replaced during the run by a file that is not a sluice checkpoint; sluice leaves that file as it is")
+        }
         guard rename(temporaryPath, path) == 0 else {
             let code = errno
             unlink(temporaryPath)
             throw SluiceError.io(path: path, operation: "rename checkpoint to", errno: code)
         }
+        // From now on only the content says whether it is ours: `cp notes C` keeps the inode.
+        remember(nil)
         try POSIX.fsyncDirectory(of: path)
         return file.blobs.reduce(0) { $0 + UInt64($1.count) }
     }
 
-    /// Removes the checkpoint and its temporary file: regular files only, so a link or a
-    /// FIFO someone put there is left alone.
+    /// Removes the checkpoint and its temporary file: only a regular file that starts as a
+    /// checkpoint does, so a link, a FIFO or a file someone put there is left alone.
     public func remove() {
-        if POSIX.lstatFacts(path)?.kind == .regular { unlink(path) }
+        if POSIX.lstatFacts(path) != nil, ownsWhateverIsAtPath() { unlink(path) }
         if Self.isLeftoverTemporary(temporaryPath) { unlink(temporaryPath) }
     }
 
@@ -159,17 +178,49 @@ public final class CheckpointStore: @unchecked Sendable {
     /// keys put the format first).
     private static let openings = [Data("{\"mac\":\"hmac-sha256:".utf8), Data("{\"format\":\"sluice-checkpoint\"".utf8)]
 
+    private func remember(_ identity: FileIdentity?) {
+        keyLock.lock()
+        known = identity
+        keyLock.unlock()
+    }
+
+    /// Whether the checkpoint path holds nothing, a file that begins as a checkpoint, or the
+    /// checkpoint this store just read: never a file someone put there during the run.
+    private func ownsWhateverIsAtPath() -> Bool {
+        if Self.holdsNothingOrACheckpoint(path) { return true }
+        keyLock.lock()
+        let known = self.known
+        keyLock.unlock()
+        guard let known, let facts = POSIX.lstatFacts(path) else { return false }
+        return facts.kind == .regular && facts.identity == known
+    }
+
+    /// Whether `path` holds nothing, or a regular file that begins as every checkpoint does
+    /// (saves are atomic, so ours is never cut short): what a save may replace and the end of
+    /// a run may remove.
+    static func holdsNothingOrACheckpoint(_ path: String) -> Bool {
+        guard POSIX.lstatFacts(path) != nil else { return true }
+        guard let start = openingBytes(of: path) else { return false }
+        return openings.contains { start.starts(with: $0) }
+    }
+
     /// Whether the regular file at `path` is what a save cut short leaves: empty, or the
     /// start of a checkpoint. A file at the temporary name that begins otherwise is not
     /// sluice's (`--checkpoint notes` beside someone's `notes.tmp`) and is never removed.
     static func isLeftoverTemporary(_ path: String) -> Bool {
+        guard let start = openingBytes(of: path) else { return false }
+        return openings.contains { $0.starts(with: start) || start.starts(with: $0) }
+    }
+
+    /// The first bytes of the regular file at `path`, as many as the longest opening; nil
+    /// when it is not a regular file or cannot be read.
+    private static func openingBytes(of path: String) -> Data? {
         guard POSIX.lstatFacts(path)?.kind == .regular,
-            let fd = try? POSIX.openRegular(path, access: O_RDONLY, operation: "open checkpoint temporary file")
-        else { return false }
+            let fd = try? POSIX.openRegular(path, access: O_RDONLY, operation: "open checkpoint")
+        else { return nil }
         defer { close(fd) }
         var head = [UInt8](repeating: 0, count: openings.map(\.count).max() ?? 0)
-        guard let n = try? head.withUnsafeMutableBytes({ try POSIX.read(fd, into: $0, path: path) }) else { return false }
-        let start = Data(head.prefix(n))
-        return openings.contains { $0.starts(with: start) || start.starts(with: $0) }
+        guard let n = try? head.withUnsafeMutableBytes({ try POSIX.read(fd, into: $0, path: path) }) else { return nil }
+        return Data(head.prefix(n))
     }
 }

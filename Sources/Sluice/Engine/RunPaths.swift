@@ -75,7 +75,9 @@ struct RunPaths {
     /// The first reason to refuse the run, or nil.
     func problem(probe: Probe = .live) -> SluiceError? {
         for name in names {
-            if let refusal = Self.lengthProblem(name) ?? Self.kindProblem(name, probe: probe) { return refusal }
+            if let refusal = Self.directoryNameProblem(name) ?? Self.lengthProblem(name) ?? Self.kindProblem(name, probe: probe) {
+                return refusal
+            }
         }
         // Two roles, one file: compare resolved names (for files still to be created) and
         // device+inode (for files that exist, whatever they are called).
@@ -96,6 +98,13 @@ struct RunPaths {
             }
         }
         return nil
+    }
+
+    /// `file out/` or `--checkpoint c/` names a directory: sluice would make `out/.sluice.lock`
+    /// inside it (exit 6, "cannot create lock file", when it does not exist). Say what is wrong.
+    static func directoryNameProblem(_ name: Name) -> SluiceError? {
+        guard name.role == .output || name.role == .checkpoint, name.path.hasSuffix("/") else { return nil }
+        return .usage("\(name.role.title) '\(name.path)' ends in '/', so it names a directory; name a file")
     }
 
     /// A name sluice makes by adding a suffix can be too long for the file system even when

@@ -262,8 +262,10 @@ public final class UntarSink: TerminalSink, TarEventHandler {
             close(fd)
             throw PartialOutputChanged(path: shown, reason: "the file being written at the checkpoint changed since")
         }
+        // needsChmod: the content is checked, the mode is not — a chmod between the runs would
+        // otherwise reach DIR. One fchmod per resume sets the member's mode whatever it is now.
         let file = OpenFile(
-            fd: fd, path: path, name: saved.path.bytes, mode: saved.mode, mtime: saved.mtime, needsChmod: saved.needsChmod || copied,
+            fd: fd, path: path, name: saved.path.bytes, mode: saved.mode, mtime: saved.mtime, needsChmod: true,
             written: saved.written, size: saved.size, content: content)
         guard ftruncate(fd, off_t(saved.written)) == 0, lseek(fd, off_t(saved.written), SEEK_SET) >= 0 else {
             let code = errno

@@ -55,7 +55,8 @@ struct PartialTreeCheck {
             }
         }
         if listTree {
-            try findExtra(expected: Self.expectedNames(ledger.map(\.name)))
+            let explicit = Set(ledger.lazy.filter { $0.kind == .directory }.map(\.name))
+            try findExtra(expected: Self.expectedNames(ledger.map(\.name)), explicitDirectories: explicit)
         }
     }
 
@@ -76,8 +77,10 @@ struct PartialTreeCheck {
 
     /// Lists the tree, one directory at a time (each opened from the root, never through
     /// a symlink); a name outside `expected` is a difference, and so is a regular file with
-    /// more names than the tree holds (hard-linked to a file outside it).
-    private func findExtra(expected: Set<[UInt8]>) throws {
+    /// more names than the tree holds (hard-linked to a file outside it). A directory no
+    /// member made (a member's implied parent) gets the default mode again: nothing records
+    /// it, and a `chmod` between the runs would otherwise reach DIR.
+    private func findExtra(expected: Set<[UInt8]>, explicitDirectories: Set<[UInt8]>) throws {
         var pending: [[UInt8]] = [[]]
         var links = LinkCount()
         while let directory = pending.popLast() {
@@ -110,6 +113,7 @@ struct PartialTreeCheck {
                     isDirectory = SafeExtractor.fileType(leaf, in: dirfd(listing)) == S_IFDIR
                 }
                 if isDirectory {
+                    if !explicitDirectories.contains(name) { try resetImpliedMode(leaf, in: dirfd(listing), name: name) }
                     pending.append(name)
                 } else if item.pointee.d_type == UInt8(DT_REG) || item.pointee.d_type == UInt8(DT_UNKNOWN) {
                     try links.count(leaf, in: dirfd(listing), name: name)
@@ -117,6 +121,21 @@ struct PartialTreeCheck {
             }
         }
         try links.check()
+    }
+}
+
+extension PartialTreeCheck {
+    /// The mode the extractor gives a directory it makes for a member's path (mkdir 0777,
+    /// less the umask), set on the directory `leaf` of `parent`, never through a symlink.
+    fileprivate func resetImpliedMode(_ leaf: [UInt8], in parent: Int32, name: [UInt8]) throws {
+        let fd = SafeExtractor.withCString(leaf) { openat(parent, $0, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) }
+        guard fd >= 0 else {
+            throw TreeDifference(member: name, reason: "could not be opened as a directory (\(String(cString: strerror(errno))))")
+        }
+        defer { close(fd) }
+        guard fchmod(fd, 0o777 & ~extractor.umask) == 0 else {
+            throw SluiceError.io(path: extractor.rootPath + "/" + String(decoding: name, as: UTF8.self), operation: "set the mode of", errno: errno)
+        }
     }
 }
 
@@ -223,7 +242,15 @@ extension SafeExtractor {
             return .entry(.symlink, TreeLedger.symlinkHash(target: Array(target[..<n])))
         case S_IFREG:
             // Opened again to read: the same file, or it changed under us (a difference).
-            let fd = try open(path, flags: O_RDONLY | O_NONBLOCK | O_NOCTTY)
+            let fd: Int32
+            do {
+                fd = try open(path, flags: O_RDONLY | O_NONBLOCK | O_NOCTTY)
+            } catch .io(let shown, let operation, let code) where code == EACCES {
+                guard let granted = try openOwnUnreadable(handle, st, path) else {
+                    throw .io(path: shown, operation: operation, errno: code)
+                }
+                fd = granted
+            }
             defer { close(fd) }
             var again = stat()
             guard fstat(fd, &again) == 0, again.st_dev == st.st_dev, again.st_ino == st.st_ino, st.st_size >= 0 else {
@@ -237,6 +264,17 @@ extension SafeExtractor {
         default:
             return .other("a FIFO, socket or device")
         }
+    }
+
+    /// A file of ours whose mode denies its owner reading (an archive's 000 or 200, which
+    /// binds every user but root): opened with u+r for a moment, its mode put back at once
+    /// (the descriptor keeps reading). nil when it is not ours or the mode cannot be changed.
+    private func openOwnUnreadable(_ handle: Int32, _ st: stat, _ path: MemberPath) throws(ExtractError) -> Int32? {
+        guard st.st_uid == geteuid(), st.st_mode & S_IRUSR == 0 else { return nil }
+        let itself = "/proc/self/fd/\(handle)"
+        guard chmod(itself, (st.st_mode & 0o7777) | S_IRUSR) == 0 else { return nil }
+        defer { _ = chmod(itself, st.st_mode & 0o7777) }
+        return try open(path, flags: O_RDONLY | O_NONBLOCK | O_NOCTTY)
     }
 
     private func display(_ path: MemberPath) -> String {
