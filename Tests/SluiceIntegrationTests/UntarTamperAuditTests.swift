@@ -143,4 +143,25 @@ final class UntarTamperAuditTests: XCTestCase {
         XCTAssertEqual(
             treeDifferences(treeSnapshot(ref, directoryMtimes: false), treeSnapshot(out, directoryMtimes: false)), [])
     }
+
+    /// A symlink's mtime is restored by untar (README: "mtimes … are restored, on symlinks
+    /// too"); the ledger hashed only its target, so `touch -h` on a symlink extracted before
+    /// the cut came out in DIR with exit 0. Its hash now covers the mtime.
+    func testSymlinkMtimeChangedBeforeTheResumeIsNotExitZero() throws {
+        let fixture = try TamperFixture(self)
+        try fixture.interruptedInsideBig()
+        XCTAssertEqual(try shell("touch -h -d @1700000000 \(fixture.partial)/alink").status, 0)
+        fixture.assertExactTreeOrRefused(try SluiceBinary.run(["-q", fixture.spec]))
+    }
+
+    /// A non-empty directory planted where a later member will be written: the resumed run
+    /// failed with exit 5 "corrupt tar data … would replace a directory that is not empty"
+    /// and removed the checkpoint and the partial tree, though the archive is fine. A
+    /// resumed run that must refuse a member now checks the tree first: exit 2, both kept.
+    func testNonEmptyDirectoryPlantedAtALaterMemberIsNotCorruptData() throws {
+        let fixture = try TamperFixture(self)
+        try fixture.interruptedInsideBig()
+        XCTAssertEqual(try shell("mkdir -p \(fixture.partial)/sub/small && touch \(fixture.partial)/sub/small/x").status, 0)
+        fixture.assertExactTreeOrRefused(try SluiceBinary.run(["-q", fixture.spec]))
+    }
 }

@@ -73,6 +73,9 @@ public final class UntarSink: TerminalSink, TarEventHandler {
         self.strip = strip
         self.notify = notify
         if let state {
+            guard state.version == UntarState.currentVersion else {
+                throw StateRejected("it has untar state version \(state.version), this build reads version \(UntarState.currentVersion)")
+            }
             try Self.validate(state, directory: directory, strip: strip)
             do {
                 reader = try TarReader(restoring: state.reader)
@@ -282,12 +285,21 @@ public final class UntarSink: TerminalSink, TarEventHandler {
         do {
             try extract(entry)
         } catch let refusal as PathRefusal {
+            try blameTheTreeIfChanged()
             throw SluiceError.corruptData(
                 format: "tar", offset: entry.offset,
                 reason: "member \(TarName.display(entry.path)) \(refusal.reason); refused")
         } catch let error as ExtractError {
+            if case .refused = error { try blameTheTreeIfChanged() }
             throw Self.sluiceError(error, offset: entry.offset, member: entry.path)
         }
+    }
+
+    /// A resumed run that must refuse a member: if the partial tree is not what the ledger
+    /// says (something planted where a later member goes), the tree is at fault, not the
+    /// archive — exit 2 keeping both, instead of exit 5 that discards a good download.
+    private func blameTheTreeIfChanged() throws {
+        if resumed { try checkTree() }
     }
 
     private func extract(_ entry: TarEntry) throws {
@@ -324,7 +336,7 @@ public final class UntarSink: TerminalSink, TarEventHandler {
             guard !path.isEmpty else { throw PathRefusal("would replace the destination directory itself") }
             try MemberPath.checkSymlinkTarget(entry.linkTarget, linkDirectoryDepth: path.depth - 1)
             try extractor.makeSymlink(path, target: entry.linkTarget, mtime: entry.mtime)
-            ledger.record(path.joined, kind: .symlink, hash: TreeLedger.symlinkHash(target: entry.linkTarget))
+            ledger.record(path.joined, kind: .symlink, hash: TreeLedger.symlinkHash(target: entry.linkTarget, mtime: entry.mtime))
         case .hardLink:
             guard let target = try MemberPath.member(entry.linkTarget, strip: strip) else {
                 throw PathRefusal("is a hard link to \(TarName.display(entry.linkTarget)), which strip=\(strip) removes")
@@ -487,6 +499,10 @@ public struct DirectoryMetadata: Codable, Sendable, Equatable {
 /// The untar stage at a cut.
 public struct UntarState: StageStateValue {
     public static let stage = "untar"
+    /// Bumped when the meaning of a field changes; other versions are refused. Version 1:
+    /// a symlink's ledger hash covers its mtime (before it, its target only).
+    public static let currentVersion = 1
+    public var version = UntarState.currentVersion
     public var directory: String
     public var strip: Int
     public var reader: TarReaderState
@@ -519,12 +535,13 @@ public struct UntarState: StageStateValue {
 
     public var position: StagePosition { StagePosition(input: reader.offset, output: reader.offset) }
 
-    private enum CodingKeys: String, CodingKey { case directory, strip, reader, current, directories, root, tree, treeUnchecked }
+    private enum CodingKeys: String, CodingKey { case version, directory, strip, reader, current, directories, root, tree, treeUnchecked }
 
     // Directories are stored as one packed base64 string (`DirectoryList`): thousands of
     // small JSON objects made every checkpoint of a source tree cost milliseconds of encoding.
     public init(from decoder: Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
+        version = try c.decode(Int.self, forKey: .version)
         directory = try c.decode(String.self, forKey: .directory)
         strip = try c.decode(Int.self, forKey: .strip)
         reader = try c.decode(TarReaderState.self, forKey: .reader)
@@ -540,6 +557,7 @@ public struct UntarState: StageStateValue {
 
     public func encode(to encoder: Encoder) throws {
         var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(version, forKey: .version)
         try c.encode(directory, forKey: .directory)
         try c.encode(strip, forKey: .strip)
         try c.encode(reader, forKey: .reader)

@@ -239,7 +239,8 @@ extension SafeExtractor {
             var target = [UInt8](repeating: 0, count: MemberPath.maxLength + 1)
             let n = target.withUnsafeMutableBytes { readlinkat(handle, "", $0.baseAddress!.assumingMemoryBound(to: CChar.self), $0.count) }
             guard n >= 0 else { throw .io(path: display(path), operation: "read the symlink", errno: errno) }
-            return .entry(.symlink, TreeLedger.symlinkHash(target: Array(target[..<n])))
+            let mtime = TarTime(seconds: Int64(st.st_mtim.tv_sec), nanoseconds: Int32(truncatingIfNeeded: st.st_mtim.tv_nsec))
+            return .entry(.symlink, TreeLedger.symlinkHash(target: Array(target[..<n]), mtime: mtime))
         case S_IFREG:
             // Opened again to read: the same file, or it changed under us (a difference).
             let fd: Int32

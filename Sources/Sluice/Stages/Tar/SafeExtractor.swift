@@ -91,7 +91,9 @@ final class SafeExtractor {
         for attempt in 0..<2 {
             let made = Self.withCString(target) { t in Self.withCString(leaf) { symlinkat(t, parent, $0) } }
             if made == 0 {
-                _ = Self.withTimes(mtime) { times in Self.withCString(leaf) { utimensat(parent, $0, times, AT_SYMLINK_NOFOLLOW) } }
+                // Its mtime is part of what a resumed run checks, so it must be the archive's.
+                guard Self.withTimes(mtime, { times in Self.withCString(leaf) { utimensat(parent, $0, times, AT_SYMLINK_NOFOLLOW) } }) == 0
+                else { throw fail("set the mtime of", path) }
                 return
             }
             guard errno == EEXIST, attempt == 0 else { throw fail("create symlink", path) }

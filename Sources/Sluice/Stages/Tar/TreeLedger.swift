@@ -173,8 +173,12 @@ struct TreeLedger {
         }
     }
 
-    static func symlinkHash(target: [UInt8]) -> UInt64 {
-        crc64([Kind.symlink.rawValue] + target)
+    /// A symlink as it must be found: its mtime (untar restores it, as GNU tar does) and target.
+    static func symlinkHash(target: [UInt8], mtime: TarTime) -> UInt64 {
+        var record = [Kind.symlink.rawValue]
+        withUnsafeBytes(of: mtime.seconds.littleEndian) { record += $0 }
+        withUnsafeBytes(of: mtime.nanoseconds.littleEndian) { record += $0 }
+        return crc64(record + target)
     }
 
     static let directoryHash = crc64([Kind.directory.rawValue])
