@@ -54,7 +54,7 @@ public final class ZstdDecoder: ForwardingSink {
         self.next = next
         self.windowLimit = windowLimit
         planner = ZstdBlockPlanner(useWorker: planAhead)
-        ahead = planAhead ? 2 : 0
+        ahead = planAhead ? 4 : 0
         pending = ZstdBlockJob.makeBuffer()
         if let state {
             do {
