@@ -54,8 +54,11 @@ public final class ZstdDecoder: ForwardingSink {
         self.next = next
         self.windowLimit = windowLimit
         planner = ZstdBlockPlanner(useWorker: planAhead)
-        ahead = planAhead ? 2 : 0
+        ahead = planAhead ? 4 : 0
         pending = ZstdBlockJob.makeBuffer()
+        // Every job there can be (`ahead` queued plus the one just submitted), made now: the
+        // footprint is fixed from the first block, and decoding allocates nothing after it.
+        spareJobs = (0...ahead).map { _ in ZstdBlockJob() }
         if let state {
             do {
                 try restore(state)
