@@ -123,6 +123,16 @@ func sha256Hex(ofFile path: String) throws -> String {
     return result.output.trimmingCharacters(in: .whitespacesAndNewlines)
 }
 
+/// How many rounds a property or fuzz test runs: the issues' full counts (≥ 200 cuts,
+/// ≥ 2,000 mutants) with `SLUICE_SLOW_TESTS=1`, as `Scripts/test` and CI run them; a fifth
+/// of them otherwise, so that `swift test --filter SluiceUnitTests` takes seconds.
+enum Thoroughness {
+    static let full = ProcessInfo.processInfo.environment["SLUICE_SLOW_TESTS"] == "1"
+
+    /// `n` in a full run, a fifth of it (at least 1) in a quick one.
+    static func scaled(_ n: Int) -> Int { full ? n : max(1, n / 5) }
+}
+
 /// Tests that take many seconds (kill loops, gigabytes of data) run only when
 /// `SLUICE_SLOW_TESTS=1`; `Scripts/test` (and so CI) always sets it.
 func requireSlowTests() throws {

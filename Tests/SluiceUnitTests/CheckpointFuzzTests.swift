@@ -32,7 +32,7 @@ final class CheckpointFuzzTests: XCTestCase {
                     let first = try StageRestoreTests.Chain(sourceDigest: inDigest, outputDigest: outDigest, engine: engine)
                     try gzip[0..<cutAt].withUnsafeBytes { try first.head.write($0) }
                     let pristine = try roundTripped(takeCut(first.head, offset: cutAt, spec: Self.spec))
-                    for _ in 0..<33 {
+                    for _ in 0..<Thoroughness.scaled(35) {
                         var checkpoint = pristine
                         let what = CheckpointMutator.mutate(&checkpoint, rng: &rng)
                         tried += 1
@@ -51,7 +51,7 @@ final class CheckpointFuzzTests: XCTestCase {
                 }
             }
         }
-        XCTAssertGreaterThanOrEqual(tried, 1000)
+        XCTAssertGreaterThanOrEqual(tried, Thoroughness.scaled(1000))
         XCTAssertGreaterThan(refused, tried / 4, "most mutants are refused")
         XCTAssertGreaterThan(correct, 0, "some mutants (e.g. a field that is not used) still resume")
     }

@@ -29,7 +29,7 @@ final class GzipDecoderTests: XCTestCase {
             let gzip = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
             let reference = try gzipDCFile(path, dir: dir)
             for engine in InflateEngineKind.allCases {
-                for chunk in [1, 7, 4096, 1 << 20] where chunk > 1 || gzip.count < 200_000 {
+                for chunk in [1, 7, 4096, 1 << 20] where chunk > 1 || (gzip.count < 200_000 && Thoroughness.full) {
                     let output = try decode(gzip, engine: engine, chunk: chunk)
                     XCTAssertTrue(output == reference, "\(name) with \(engine), \(chunk)-byte writes")
                 }

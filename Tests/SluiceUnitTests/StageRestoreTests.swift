@@ -75,7 +75,7 @@ final class StageRestoreTests: XCTestCase {
         for (name, gzip, plain) in Self.corpus() {
             let inDigest = sha256(gzip), outDigest = sha256(plain)
             // Cut points: random ones, plus the tricky spots (header, first bytes, trailer).
-            var points = (0..<30).map { _ in Int.random(in: 0...gzip.count, using: &rng) }
+            var points = (0..<Thoroughness.scaled(30)).map { _ in Int.random(in: 0...gzip.count, using: &rng) }
             points += [0, 1, 5, 10, 11, 25, gzip.count - 8, gzip.count - 3, gzip.count - 1, gzip.count]
             for engine in InflateEngineKind.allCases {
                 for cut in points {
@@ -87,7 +87,7 @@ final class StageRestoreTests: XCTestCase {
                 }
             }
         }
-        XCTAssertGreaterThanOrEqual(cuts, 200)
+        XCTAssertGreaterThanOrEqual(cuts, Thoroughness.scaled(200))
     }
 
     /// Several cuts in one run: restore, continue, cut again, restore again.

@@ -94,7 +94,7 @@ final class XzParallelTests: XCTestCase {
         var random = SeededRandom(seed: 47)
         var cuts = 0, queuedCuts = 0, gatheringCuts = 0, headCuts = 0, headAndAheadCuts = 0
         for (label, xz, expected) in inputs {
-            for _ in 0..<55 {
+            for _ in 0..<Thoroughness.scaled(55) {
                 let cut = Int(random.next() % UInt64(xz.count + 1))
                 let first = MemorySink()
                 let decoder = try XzDecoder(next: first, decoders: 2)
@@ -115,13 +115,13 @@ final class XzParallelTests: XCTestCase {
                 cuts += 1
             }
         }
-        XCTAssertGreaterThanOrEqual(cuts, 200)
-        XCTAssertGreaterThan(queuedCuts, 20, "cuts with blocks queued")
-        XCTAssertGreaterThan(gatheringCuts, 20, "cuts inside a gathered block")
+        XCTAssertGreaterThanOrEqual(cuts, Thoroughness.scaled(200))
+        XCTAssertGreaterThan(queuedCuts, Thoroughness.scaled(20), "cuts with blocks queued")
+        XCTAssertGreaterThan(gatheringCuts, Thoroughness.scaled(20), "cuts inside a gathered block")
         // About half the time a new head waits at its start while the block after it is
         // gathered for the worker, so fewer cuts land inside it.
-        XCTAssertGreaterThan(headCuts, 10, "cuts inside the streaming head block")
-        XCTAssertGreaterThan(headAndAheadCuts, 20, "cuts while the head streams and a worker has the next block")
+        XCTAssertGreaterThan(headCuts, Thoroughness.scaled(10), "cuts inside the streaming head block")
+        XCTAssertGreaterThan(headAndAheadCuts, Thoroughness.scaled(20), "cuts while the head streams and a worker has the next block")
     }
 
     /// A restored state with its queued blocks edited is refused, or decodes to the right
@@ -197,7 +197,7 @@ final class XzParallelTests: XCTestCase {
         ].map { try Self.multiBlock(plain, $0, dir: dir) }
         var mutants = 0, rejected = 0
         for base in bases {
-            for _ in 0..<400 {
+            for _ in 0..<Thoroughness.scaled(400) {
                 var bytes = base
                 switch random.next() % 4 {
                 case 0: bytes[Int(random.next() % UInt64(bytes.count))] ^= UInt8(1 << (random.next() % 8))
@@ -218,7 +218,7 @@ final class XzParallelTests: XCTestCase {
                 XCTAssertTrue(plain.starts(with: sink.bytes), "damaged output reached the sink")
             }
         }
-        XCTAssertGreaterThanOrEqual(mutants, 1200)
+        XCTAssertGreaterThanOrEqual(mutants, Thoroughness.scaled(1200))
         XCTAssertGreaterThan(rejected, mutants * 9 / 10)
     }
 

@@ -65,7 +65,7 @@ final class XzResumeTests: XCTestCase {
         var phases = Set<String>()
         for (label, xz) in inputs {
             let joined = xz + [0, 0, 0, 0] + empty  // a second stream, after padding
-            for _ in 0..<55 {
+            for _ in 0..<Thoroughness.scaled(55) {
                 let cut = Int(random.next() % UInt64(joined.count + 1))
                 // Every other cut decodes sized blocks (multi-block) on two threads.
                 let (output, state) = try Self.decodeAcrossCut(joined, cut: cut, decoders: 1 + cuts % 2, random: &random)
@@ -74,7 +74,7 @@ final class XzResumeTests: XCTestCase {
                 cuts += 1
             }
         }
-        XCTAssertGreaterThanOrEqual(cuts, 200)
+        XCTAssertGreaterThanOrEqual(cuts, Thoroughness.scaled(200))
         XCTAssertTrue(phases.contains("chunk"), "\(phases)")
     }
 

@@ -50,7 +50,7 @@ final class ZstdRestoreTests: XCTestCase {
         var rng = SeededRandom(seed: 11)
         var cuts = 0
         for (name, zst, plain) in try Self.corpus(in: dir) {
-            var points = (0..<70).map { _ in Int.random(in: 0...zst.count, using: &rng) }
+            var points = (0..<Thoroughness.scaled(70)).map { _ in Int.random(in: 0...zst.count, using: &rng) }
             points += [0, 1, 3, 4, 5, 6, 7, 8, 12, 13, 14, zst.count - 4, zst.count - 3, zst.count - 1, zst.count]
             for cut in points {
                 let first = try Chain()
@@ -63,7 +63,7 @@ final class ZstdRestoreTests: XCTestCase {
                 cuts += 1
             }
         }
-        XCTAssertGreaterThanOrEqual(cuts, 200)
+        XCTAssertGreaterThanOrEqual(cuts, Thoroughness.scaled(200))
     }
 
     /// Cut, restore, continue, cut again — many times in one stream.
