@@ -44,16 +44,17 @@ final class Lzma2Decoder {
         startBlock(dictionarySize: dictionarySize)
         window.max_cap = size + Int(CXZ_OUTPUT_SLACK)
         wholeBlockSize = size
-        return cxz_window_reserve(&window, size) == CXZ_OK
+        return cxz_window_map(&window, size) == CXZ_OK
     }
 
-    /// The whole block's output (malloc'd, the caller frees it) and its length.
-    func takeOutput() -> (bytes: UnsafeMutablePointer<UInt8>?, count: Int) {
-        let output = (window.buf, window.pos)
+    /// The whole block's output (`cxz_map`'d: the caller unmaps `mapped` bytes) and its length.
+    func takeOutput() -> (bytes: UnsafeMutablePointer<UInt8>?, count: Int, mapped: Int) {
+        let output = (window.buf, window.pos, window.cap)
         window.buf = nil
         window.cap = 0
         window.pos = 0
         window.history = 0
+        window.mapped = 0
         wholeBlockSize = nil
         return output
     }
