@@ -267,6 +267,13 @@ int cxz_window_map(cxz_window *w, size_t n) {
     return CXZ_OK;
 }
 
+void cxz_window_adopt(cxz_window *w, uint8_t *buf, size_t cap) {
+    cxz_window_free(w);
+    w->buf = buf;
+    w->cap = cap;
+    w->mapped = 1;
+}
+
 void *cxz_map(size_t n) {
     if (n == 0) n = 1;
     void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

@@ -76,6 +76,9 @@ void cxz_window_free(cxz_window *w);
 /// Makes the window one mapped buffer of `n` bytes (+ slack) that never grows or slides
 /// (a block decoded whole); cxz_window_free unmaps it.
 int cxz_window_map(cxz_window *w, size_t n);
+/// Makes the window a mapped buffer of `cap` bytes that was used before (its bytes are
+/// overwritten, never read before they are): no page faults, no zeroing.
+void cxz_window_adopt(cxz_window *w, uint8_t *buf, size_t cap);
 
 /// Block-sized buffers come straight from the system and go straight back: through malloc
 /// a freed one stays resident (glibc raises its mmap threshold to the size of the last

@@ -402,7 +402,7 @@ public final class XzDecoder: ForwardingSink {
         outputOffset &+= UInt64(output.count)
         streamOutput &+= UInt64(output.count)
         try next.write(UnsafeRawBufferPointer(output))
-        job.dropOutput()
+        if let mapping = job.takeOutputMapping() { pool.recycle(mapping) }
     }
 
     private func endBlock(storedCheck: UnsafeRawBufferPointer) throws {

@@ -103,6 +103,15 @@ final class XzBlockJob: @unchecked Sendable {
     }
 
     /// Frees the output once it has been handed on (a checkpoint may still hold the job).
+    /// Hands the output's mapping over (to be reused for a later block) once it is handed on.
+    func takeOutputMapping() -> UnsafeMutableRawBufferPointer? {
+        defer {
+            output = nil
+            outputMapped = 0
+        }
+        return output.map { UnsafeMutableRawBufferPointer(start: $0.baseAddress, count: outputMapped) }
+    }
+
     func dropOutput() {
         cxz_unmap(output?.baseAddress, outputMapped)
         output = nil
@@ -119,10 +128,13 @@ final class XzBlockJob: @unchecked Sendable {
     /// between chunks, so a stop never waits for a whole block. `awaiting(n)` returns once
     /// the first n bytes are gathered (the block may still be coming in), or false if they
     /// never will be.
-    func decode(with lzma2: Lzma2Decoder, stopped: () -> Bool, awaiting: (Int) -> Bool) {
+    /// `reusing`: an earlier block's output mapping to decode into (see `takeOutputMapping`).
+    func decode(
+        with lzma2: Lzma2Decoder, reusing spare: UnsafeMutableRawBufferPointer? = nil, stopped: () -> Bool, awaiting: (Int) -> Bool
+    ) {
         var position = header.size
         do {
-            output = try run(lzma2, stopped, { n in if !awaiting(min(n, count)) { throw SluiceError.cancelled } }, at: &position)
+            output = try run(lzma2, spare, stopped, { n in if !awaiting(min(n, count)) { throw SluiceError.cancelled } }, at: &position)
         } catch let error as XzFormatError {
             failure = .corruptData(format: "xz", offset: offset &+ UInt64(position), reason: error.reason)
         } catch {
@@ -131,12 +143,13 @@ final class XzBlockJob: @unchecked Sendable {
     }
 
     private func run(
-        _ lzma2: Lzma2Decoder, _ stopped: () -> Bool, _ awaiting: (Int) throws -> Void, at position: inout Int
+        _ lzma2: Lzma2Decoder, _ spare: UnsafeMutableRawBufferPointer?, _ stopped: () -> Bool, _ awaiting: (Int) throws -> Void,
+        at position: inout Int
     ) throws -> UnsafeMutableRawBufferPointer {
         let compressed = Int(header.compressedSize ?? 0)
         let size = Int(header.uncompressedSize ?? 0)
         let end = header.size + compressed
-        guard lzma2.startWholeBlock(dictionarySize: header.dictionarySize, size: size) else {
+        guard lzma2.startWholeBlock(dictionarySize: header.dictionarySize, size: size, reusing: spare) else {
             throw XzFormatError("out of memory for a block of \(xzSize(UInt64(size)))")
         }
         let filters = XzFilterChain(header.filters)
@@ -144,8 +157,11 @@ final class XzBlockJob: @unchecked Sendable {
         let filtered = filters.isEmpty ? nil : cxz_map(size + 64).map { UnsafeMutableRawBufferPointer(start: $0, count: size + 64) }
         if !filters.isEmpty && filtered == nil { throw XzFormatError("out of memory for a block of \(xzSize(UInt64(size)))") }
         var filteredCount = 0
+        // Checked chunk by chunk, while the output is still in the cache.
+        var check = XzCheck(checkKind)
         func keep(_ bytes: UnsafeRawBufferPointer) throws {
             guard let filtered, !bytes.isEmpty else { return }
+            check.update(bytes)
             guard filteredCount + bytes.count <= size else {
                 throw XzFormatError("the block decodes to more than its header's uncompressed size \(size)")
             }
@@ -171,7 +187,7 @@ final class XzBlockJob: @unchecked Sendable {
                 // in the middle of being gathered.
                 try awaiting(position + chunkLength + Int(CXZ_INPUT_SLACK))
                 let produced = try lzma2.decode(chunk: UnsafeRawBufferPointer(rebasing: raw[position..<(position + chunkLength)]))
-                if filtered != nil { try keep(filters.run(produced, final: false)) }
+                if filtered != nil { try keep(filters.run(produced, final: false)) } else { check.update(produced) }
                 position += chunkLength
             }
             guard position == end else { throw XzFormatError("the block is shorter than its header's compressed size \(compressed)") }
@@ -198,8 +214,6 @@ final class XzBlockJob: @unchecked Sendable {
             throw XzFormatError("block padding is not zero")
         }
         position = end + padding
-        var check = XzCheck(checkKind)
-        check.update(UnsafeRawBufferPointer(result))
         guard UnsafeRawBufferPointer(rebasing: raw[position..<count]).elementsEqual(check.finalBytes()) else {
             throw XzFormatError("\(check.name) mismatch in block \(blockNumber) of stream \(streamNumber)")
         }

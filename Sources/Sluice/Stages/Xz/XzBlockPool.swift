@@ -1,3 +1,4 @@
+import CXz
 import Foundation
 import Synchronization
 
@@ -30,6 +31,9 @@ final class XzBlockPool: @unchecked Sendable {
     private var entries: [Entry] = []
     private var running = 0
     private let stopping = Atomic<Bool>(false)
+    /// A block output's mapping handed back once the block went on, for the next block a
+    /// worker decodes (a fresh mapping costs a page fault per page, and zeroing).
+    private var spare: UnsafeMutableRawBufferPointer?
     private let workers: Int
     private var started = false  // the stage's thread only
     private let name: String
@@ -39,7 +43,26 @@ final class XzBlockPool: @unchecked Sendable {
         self.name = name
     }
 
-    deinit { shutdown() }
+    deinit {
+        shutdown()
+        cxz_unmap(spare?.baseAddress, spare?.count ?? 0)
+    }
+
+    /// Keeps a handed-on block's output mapping for the next block (one at most).
+    func recycle(_ mapping: UnsafeMutableRawBufferPointer) {
+        condition.lock()
+        let previous = spare
+        spare = mapping
+        condition.unlock()
+        cxz_unmap(previous?.baseAddress, previous?.count ?? 0)
+    }
+
+    private func takeSpare() -> UnsafeMutableRawBufferPointer? {
+        condition.lock()
+        defer { condition.unlock() }
+        defer { spare = nil }
+        return spare
+    }
 
     /// Jobs queued and not yet taken out, done or not.
     var count: Int {
@@ -153,7 +176,8 @@ final class XzBlockPool: @unchecked Sendable {
     private func work() {
         let lzma2 = Lzma2Decoder()
         while let entry = claim() {
-            entry.job.decode(with: lzma2, stopped: { stopping.load(ordering: .relaxed) }, awaiting: { waitForBytes($0, of: entry) })
+            entry.job.decode(
+                with: lzma2, reusing: takeSpare(), stopped: { stopping.load(ordering: .relaxed) }, awaiting: { waitForBytes($0, of: entry) })
             markDone(entry)
         }
         condition.lock()
