@@ -3,6 +3,7 @@
 #include "cxz.h"
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #define TOP (1u << 24)
 #define PROB_BITS 11
@@ -230,6 +231,7 @@ int cxz_lzma_decode(cxz_lzma *m, cxz_window *w, const uint8_t *in, size_t in_siz
 int cxz_window_reserve(cxz_window *w, size_t n) {
     const size_t need = n + CXZ_OUTPUT_SLACK;
     if (w->pos + need <= w->cap) return CXZ_OK;
+    if (w->mapped) return CXZ_ERR_MEMORY;
     if (w->pos + need > w->max_cap) {
         // Slide: keep only the bytes matches may still refer to.
         const size_t keep = w->history < w->dict_size ? (size_t)w->history : w->dict_size;
@@ -248,7 +250,36 @@ int cxz_window_reserve(cxz_window *w, size_t n) {
 }
 
 void cxz_window_free(cxz_window *w) {
-    free(w->buf);
+    if (w->mapped) cxz_unmap(w->buf, w->cap);
+    else free(w->buf);
     w->buf = NULL;
     w->cap = w->pos = 0;
+    w->mapped = 0;
+}
+
+int cxz_window_map(cxz_window *w, size_t n) {
+    cxz_window_free(w);
+    uint8_t *b = cxz_map(n + CXZ_OUTPUT_SLACK);
+    if (!b) return CXZ_ERR_MEMORY;
+    w->buf = b;
+    w->cap = n + CXZ_OUTPUT_SLACK;
+    w->mapped = 1;
+    return CXZ_OK;
+}
+
+void cxz_window_adopt(cxz_window *w, uint8_t *buf, size_t cap) {
+    cxz_window_free(w);
+    w->buf = buf;
+    w->cap = cap;
+    w->mapped = 1;
+}
+
+void *cxz_map(size_t n) {
+    if (n == 0) n = 1;
+    void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+void cxz_unmap(void *p, size_t n) {
+    if (p) munmap(p, n == 0 ? 1 : n);
 }

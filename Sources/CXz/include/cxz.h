@@ -49,6 +49,7 @@ typedef struct {
     size_t max_cap;     // grows up to this, then slides
     uint32_t dict_size;
     uint64_t history;   // bytes since the last dictionary reset
+    int mapped;         // buf is one cxz_map'd buffer of cap bytes that never grows
 } cxz_window;
 
 enum {
@@ -72,6 +73,19 @@ int cxz_lzma_decode(cxz_lzma *m, cxz_window *w, const uint8_t *in, size_t in_siz
 /// Makes room for `n` more bytes (+ slack) at `pos`, growing or sliding the buffer.
 int cxz_window_reserve(cxz_window *w, size_t n);
 void cxz_window_free(cxz_window *w);
+/// Makes the window one mapped buffer of `n` bytes (+ slack) that never grows or slides
+/// (a block decoded whole); cxz_window_free unmaps it.
+int cxz_window_map(cxz_window *w, size_t n);
+/// Makes the window a mapped buffer of `cap` bytes that was used before (its bytes are
+/// overwritten, never read before they are): no page faults, no zeroing.
+void cxz_window_adopt(cxz_window *w, uint8_t *buf, size_t cap);
+
+/// Block-sized buffers come straight from the system and go straight back: through malloc
+/// a freed one stays resident (glibc raises its mmap threshold to the size of the last
+/// mapped chunk freed, so the next ones come from a heap that is not trimmed). NULL when
+/// the memory is not there. The memory is zeroed.
+void *cxz_map(size_t n);
+void cxz_unmap(void *p, size_t n);
 
 typedef struct {
     uint32_t kind;          // CXZ_FILTER_*

@@ -40,6 +40,8 @@ public final class XzDecoder: ForwardingSink {
     private let pool: XzBlockPool
     /// In `blockBody`: the sized block being gathered.
     private var gathering: XzBlockJob?
+    /// The block being gathered is already queued: a worker decodes it as it comes in.
+    private var gatheringQueued = false
     /// The oldest sized block not yet handed on, decoded on this thread.
     private var head: XzHeadBlock?
     /// Sized blocks decoded ahead of the head by the workers, at most: one per worker.
@@ -152,6 +154,7 @@ public final class XzDecoder: ForwardingSink {
             let piece = pacing ? UnsafeRawBufferPointer(rebasing: input.prefix(max(job.count / 32, 1 << 16))) : input
             let used = job.gather(piece)
             inputOffset &+= UInt64(used)
+            if gatheringQueued { pool.published(job) }
             if job.isGathered { try queue(job) }
             return used
         case .streamPadding:
@@ -221,10 +224,12 @@ public final class XzDecoder: ForwardingSink {
             // memlimit also bounds the parallel path: up to `decoders` blocks' output is held.
             let heldFits = header.uncompressedSize.map { $0 <= memoryLimit / UInt64(decoders) } ?? false
             if decoders > 1 && XzBlockJob.qualifies(header) && heldFits {
-                gathering = XzBlockJob(
+                let job = XzBlockJob(
                     offset: unitStart, headerBytes: unit, header: header, checkKind: checkKind,
                     blockNumber: blocks.count &+ 1, streamNumber: streamsDone &+ 1)
+                gathering = job
                 phase = .blockBody
+                try queueWhileGathering(job)
             } else {
                 // A block decoded here follows every queued block's output.
                 try drain()
@@ -307,14 +312,34 @@ public final class XzDecoder: ForwardingSink {
 
     // MARK: Sized blocks
 
+    /// A sized block's header is read: while the head streams and a worker is free, the
+    /// block goes to the worker at once, which decodes its chunks as they are gathered (a
+    /// worker that waited for the whole block idled while it came in).
+    private func queueWhileGathering(_ job: XzBlockJob) throws {
+        guard head != nil && pool.count < lookAhead else { return }
+        try pool.submit(job)
+        gatheringQueued = true
+        blocksDecodedAhead += 1
+    }
+
+    /// A queued block that will not be gathered whole leaves the queue (its worker gives up).
+    private func withdrawGathering() {
+        guard gatheringQueued, let gathering else { return }
+        pool.withdraw(gathering)
+        gatheringQueued = false
+        blocksDecodedAhead -= 1
+    }
+
     /// A sized block is whole (the index learns its declared sizes, which decoding checks).
-    /// It goes to a worker while the head streams and a worker is free; otherwise it is the
-    /// next head, once everything before it has gone on.
+    /// It is already with a worker, or goes to one while the head streams and a worker is
+    /// free; otherwise it is the next head, once everything before it has gone on.
     private func queue(_ job: XzBlockJob) throws {
         blocks.add(unpadded: job.unpaddedSize, uncompressed: job.header.uncompressedSize ?? 0)
         gathering = nil
         phase = .blockStart
-        if head != nil && pool.count < lookAhead {
+        if gatheringQueued {
+            gatheringQueued = false
+        } else if head != nil && pool.count < lookAhead {
             try pool.submit(job)
             blocksDecodedAhead += 1
         } else {
@@ -329,10 +354,12 @@ public final class XzDecoder: ForwardingSink {
     /// While every worker has a block, the head decodes as far through its bytes as the
     /// block being gathered has come through its own: so the head ends about when that
     /// block is whole, and a cut falls inside the head (exact) rather than between blocks.
-    /// Returns whether it is pacing.
+    /// A block a worker decodes as it comes in is read an eighth of it ahead, so that the
+    /// worker does not wait for each piece. Returns whether it is pacing.
     private func keepPace(with job: XzBlockJob) throws -> Bool {
         guard head != nil, pool.count >= lookAhead else { return false }
-        while let head, head.lags(behind: job) { try advanceHead() }
+        let lead = gatheringQueued ? job.count / 8 : 0
+        while let head, head.lags(behind: job, lead: lead) { try advanceHead() }
         return true
     }
 
@@ -360,6 +387,8 @@ public final class XzDecoder: ForwardingSink {
     /// Everything read so far handed on: the head to its end, then every block decoded
     /// ahead (waiting for the workers), or the first failure thrown.
     private func drain() throws {
+        // A block still coming in cannot be handed on (the input ended or failed before it).
+        withdrawGathering()
         while head != nil { try advanceHead() }
         while pool.count > 0 {
             pool.waitForHead(decodingWith: lzma2)
@@ -373,7 +402,7 @@ public final class XzDecoder: ForwardingSink {
         outputOffset &+= UInt64(output.count)
         streamOutput &+= UInt64(output.count)
         try next.write(UnsafeRawBufferPointer(output))
-        job.dropOutput()
+        if let mapping = job.takeOutputMapping() { pool.recycle(mapping) }
     }
 
     private func endBlock(storedCheck: UnsafeRawBufferPointer) throws {
@@ -447,7 +476,8 @@ public final class XzDecoder: ForwardingSink {
     }
 
     public func snapshot() -> XzState {
-        let queued = pool.jobs.map { XzRawBlock(offset: $0.offset, bytes: $0.bytes) }
+        // The block being gathered is saved as such even when a worker already decodes it.
+        let queued = pool.jobs.filter { $0 !== gathering }.map { XzRawBlock(offset: $0.offset, bytes: $0.bytes) }
         return XzState(
             version: XzState.currentVersion, phase: phase, inputOffset: inputOffset, outputOffset: outputOffset,
             pending: Data(pending.prefix(pendingCount)), streamsDone: streamsDone, paddingRun: paddingRun,
@@ -553,6 +583,7 @@ public final class XzDecoder: ForwardingSink {
         guard end == stands else { throw XzStateError("the queued blocks do not end where the input stands") }
         try checkQueueAnchor(s, jobs)
         for job in jobs { try pool.submit(job) }
+        if let gathering { try queueWhileGathering(gathering) }
     }
 
     /// The chain above shows only that the blocks follow each other: the stream's output

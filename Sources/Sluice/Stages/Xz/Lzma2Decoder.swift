@@ -39,21 +39,30 @@ final class Lzma2Decoder {
     /// Starts a block that is decoded whole into one buffer of `size` bytes, which the
     /// window itself is (no copy, no slide); `takeOutput()` hands it over. False when the
     /// memory is not there.
-    func startWholeBlock(dictionarySize: UInt64, size: Int) -> Bool {
+    /// `reusing`: a `cxz_map`'d buffer of an earlier block, taken over (and unmapped if too small).
+    func startWholeBlock(dictionarySize: UInt64, size: Int, reusing spare: UnsafeMutableRawBufferPointer? = nil) -> Bool {
         cxz_window_free(&window)
         startBlock(dictionarySize: dictionarySize)
         window.max_cap = size + Int(CXZ_OUTPUT_SLACK)
         wholeBlockSize = size
-        return cxz_window_reserve(&window, size) == CXZ_OK
+        if let spare, let base = spare.baseAddress {
+            if spare.count >= window.max_cap {
+                cxz_window_adopt(&window, base.assumingMemoryBound(to: UInt8.self), spare.count)
+                return true
+            }
+            cxz_unmap(base, spare.count)
+        }
+        return cxz_window_map(&window, size) == CXZ_OK
     }
 
-    /// The whole block's output (malloc'd, the caller frees it) and its length.
-    func takeOutput() -> (bytes: UnsafeMutablePointer<UInt8>?, count: Int) {
-        let output = (window.buf, window.pos)
+    /// The whole block's output (`cxz_map`'d: the caller unmaps `mapped` bytes) and its length.
+    func takeOutput() -> (bytes: UnsafeMutablePointer<UInt8>?, count: Int, mapped: Int) {
+        let output = (window.buf, window.pos, window.cap)
         window.buf = nil
         window.cap = 0
         window.pos = 0
         window.history = 0
+        window.mapped = 0
         wholeBlockSize = nil
         return output
     }

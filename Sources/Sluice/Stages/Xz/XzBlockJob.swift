@@ -30,7 +30,11 @@ final class XzBlockJob: @unchecked Sendable {
     // Written by the thread that decodes the job, read by the stage's thread once
     // `XzBlockPool` has marked it done (under the pool's lock).
     private(set) var output: UnsafeMutableRawBufferPointer?
+    /// Bytes mapped for `output` (`cxz_map`).
+    private var outputMapped = 0
     private(set) var failure: SluiceError?
+    /// `raw` is `cxz_map`'d (else allocated, if the system refused the mapping).
+    private let rawMapped: Bool
 
     /// Whether a header qualifies: both sizes declared, neither too large.
     static func qualifies(_ header: XzBlockHeader) -> Bool {
@@ -50,14 +54,21 @@ final class XzBlockJob: @unchecked Sendable {
         self.streamNumber = streamNumber
         let compressed = Int(header.compressedSize ?? 0)
         count = header.size + compressed + (4 - compressed % 4) % 4 + checkKind.size
-        raw = .allocate(byteCount: count + Int(CXZ_INPUT_SLACK), alignment: 16)
+        let length = count + Int(CXZ_INPUT_SLACK)
+        if let mapped = cxz_map(length) {
+            raw = UnsafeMutableRawBufferPointer(start: mapped, count: length)
+            rawMapped = true
+        } else {
+            raw = .allocate(byteCount: length, alignment: 16)
+            rawMapped = false
+        }
         UnsafeMutableRawBufferPointer(rebasing: raw[count...]).initializeMemory(as: UInt8.self, repeating: 0)
         gather(headerBytes)
     }
 
     deinit {
-        raw.deallocate()
-        free(output?.baseAddress)
+        if rawMapped { cxz_unmap(raw.baseAddress, raw.count) } else { raw.deallocate() }
+        dropOutput()
     }
 
     var isGathered: Bool { gathered == count }
@@ -82,15 +93,29 @@ final class XzBlockJob: @unchecked Sendable {
     /// The bytes gathered so far, for a checkpoint.
     /// Not a copy: bytes once gathered never change (decoding only reads them), so the
     /// checkpoint refers to them and keeps the job's buffer alive until it is written.
-    var bytes: XzRawBytes {
-        guard gathered > 0, let base = raw.baseAddress else { return XzRawBytes() }
-        return XzRawBytes(bytesNoCopy: base, count: gathered, deallocator: .custom { [self] _, _ in withExtendedLifetime(self) {} })
+    var bytes: XzRawBytes { bytes(from: 0) }
+
+    /// The bytes gathered from `start` on, not copied either (the head's undecoded rest:
+    /// `XzHeadBlock` gives no page back while a checkpoint refers to its job).
+    func bytes(from start: Int) -> XzRawBytes {
+        guard gathered > start, start >= 0, let base = raw.baseAddress else { return XzRawBytes() }
+        return XzRawBytes(bytesNoCopy: base + start, count: gathered - start, deallocator: .custom { [self] _, _ in withExtendedLifetime(self) {} })
     }
 
     /// Frees the output once it has been handed on (a checkpoint may still hold the job).
+    /// Hands the output's mapping over (to be reused for a later block) once it is handed on.
+    func takeOutputMapping() -> UnsafeMutableRawBufferPointer? {
+        defer {
+            output = nil
+            outputMapped = 0
+        }
+        return output.map { UnsafeMutableRawBufferPointer(start: $0.baseAddress, count: outputMapped) }
+    }
+
     func dropOutput() {
-        free(output?.baseAddress)
+        cxz_unmap(output?.baseAddress, outputMapped)
         output = nil
+        outputMapped = 0
     }
 
     /// What the index records of this block, from its declared sizes (decoding checks them).
@@ -100,11 +125,16 @@ final class XzBlockJob: @unchecked Sendable {
 
     /// Decodes the block — chunks, filters, sizes, padding, check — and keeps the output or
     /// the failure (with the offset of the chunk or field at fault). `stopped` is asked
-    /// between chunks, so a stop never waits for a whole block.
-    func decode(with lzma2: Lzma2Decoder, stopped: () -> Bool) {
+    /// between chunks, so a stop never waits for a whole block. `awaiting(n)` returns once
+    /// the first n bytes are gathered (the block may still be coming in), or false if they
+    /// never will be.
+    /// `reusing`: an earlier block's output mapping to decode into (see `takeOutputMapping`).
+    func decode(
+        with lzma2: Lzma2Decoder, reusing spare: UnsafeMutableRawBufferPointer? = nil, stopped: () -> Bool, awaiting: (Int) -> Bool
+    ) {
         var position = header.size
         do {
-            output = try run(lzma2, stopped, at: &position)
+            output = try run(lzma2, spare, stopped, { n in if !awaiting(min(n, count)) { throw SluiceError.cancelled } }, at: &position)
         } catch let error as XzFormatError {
             failure = .corruptData(format: "xz", offset: offset &+ UInt64(position), reason: error.reason)
         } catch {
@@ -112,20 +142,26 @@ final class XzBlockJob: @unchecked Sendable {
         }
     }
 
-    private func run(_ lzma2: Lzma2Decoder, _ stopped: () -> Bool, at position: inout Int) throws -> UnsafeMutableRawBufferPointer {
+    private func run(
+        _ lzma2: Lzma2Decoder, _ spare: UnsafeMutableRawBufferPointer?, _ stopped: () -> Bool, _ awaiting: (Int) throws -> Void,
+        at position: inout Int
+    ) throws -> UnsafeMutableRawBufferPointer {
         let compressed = Int(header.compressedSize ?? 0)
         let size = Int(header.uncompressedSize ?? 0)
         let end = header.size + compressed
-        guard lzma2.startWholeBlock(dictionarySize: header.dictionarySize, size: size) else {
+        guard lzma2.startWholeBlock(dictionarySize: header.dictionarySize, size: size, reusing: spare) else {
             throw XzFormatError("out of memory for a block of \(xzSize(UInt64(size)))")
         }
         let filters = XzFilterChain(header.filters)
         // With filters the window keeps LZMA's output and the filtered bytes go here.
-        let filtered: UnsafeMutableRawBufferPointer? = filters.isEmpty ? nil : UnsafeMutableRawBufferPointer(start: malloc(size + 64), count: size + 64)
-        if filtered != nil && filtered?.baseAddress == nil { throw XzFormatError("out of memory for a block of \(xzSize(UInt64(size)))") }
+        let filtered = filters.isEmpty ? nil : cxz_map(size + 64).map { UnsafeMutableRawBufferPointer(start: $0, count: size + 64) }
+        if !filters.isEmpty && filtered == nil { throw XzFormatError("out of memory for a block of \(xzSize(UInt64(size)))") }
         var filteredCount = 0
+        // Checked chunk by chunk, while the output is still in the cache.
+        var check = XzCheck(checkKind)
         func keep(_ bytes: UnsafeRawBufferPointer) throws {
             guard let filtered, !bytes.isEmpty else { return }
+            check.update(bytes)
             guard filteredCount + bytes.count <= size else {
                 throw XzFormatError("the block decodes to more than its header's uncompressed size \(size)")
             }
@@ -136,6 +172,7 @@ final class XzBlockJob: @unchecked Sendable {
             while true {
                 if stopped() { throw SluiceError.cancelled }
                 guard position < end else { throw XzFormatError("the block is longer than its header's compressed size \(compressed)") }
+                try awaiting(position + 1)
                 let control = raw[position]
                 if control == 0 {
                     position += 1
@@ -143,34 +180,40 @@ final class XzBlockJob: @unchecked Sendable {
                 }
                 let headerLength = try Lzma2Decoder.headerLength(control: control)
                 guard end - position >= headerLength else { throw XzFormatError("the block is longer than its header's compressed size \(compressed)") }
+                try awaiting(position + headerLength)
                 let chunkLength = headerLength + Lzma2Decoder.payloadLength(header: UnsafeRawBufferPointer(rebasing: raw[position...]))
                 guard end - position >= chunkLength else { throw XzFormatError("the block is longer than its header's compressed size \(compressed)") }
+                // The decoder may read CXZ_INPUT_SLACK bytes past the chunk: they must not be
+                // in the middle of being gathered.
+                try awaiting(position + chunkLength + Int(CXZ_INPUT_SLACK))
                 let produced = try lzma2.decode(chunk: UnsafeRawBufferPointer(rebasing: raw[position..<(position + chunkLength)]))
-                if filtered != nil { try keep(filters.run(produced, final: false)) }
+                if filtered != nil { try keep(filters.run(produced, final: false)) } else { check.update(produced) }
                 position += chunkLength
             }
             guard position == end else { throw XzFormatError("the block is shorter than its header's compressed size \(compressed)") }
             if filtered != nil { try keep(filters.run(UnsafeRawBufferPointer(start: nil, count: 0), final: true)) }
         } catch {
-            free(filtered?.baseAddress)
+            cxz_unmap(filtered?.baseAddress, size + 64)
             throw error
         }
-        let (window, decoded) = lzma2.takeOutput()
+        let (window, decoded, mapped) = lzma2.takeOutput()
         var result = UnsafeMutableRawBufferPointer(start: window, count: decoded)
+        var resultMapped = mapped
         if let filtered {
-            free(window)
+            cxz_unmap(window, mapped)
             result = UnsafeMutableRawBufferPointer(start: filtered.baseAddress, count: filteredCount)
+            resultMapped = filtered.count
         }
-        // From here on `result` is the job's, freed with it.
+        // From here on `result` is the job's, unmapped with it.
         output = result
+        outputMapped = resultMapped
         guard result.count == size else { throw XzFormatError("the block decodes to \(result.count) bytes, its header says \(size)") }
         let padding = (4 - compressed % 4) % 4
+        try awaiting(count)
         guard UnsafeRawBufferPointer(rebasing: raw[end..<(end + padding)]).allSatisfy({ $0 == 0 }) else {
             throw XzFormatError("block padding is not zero")
         }
         position = end + padding
-        var check = XzCheck(checkKind)
-        check.update(UnsafeRawBufferPointer(result))
         guard UnsafeRawBufferPointer(rebasing: raw[position..<count]).elementsEqual(check.finalBytes()) else {
             throw XzFormatError("\(check.name) mismatch in block \(blockNumber) of stream \(streamNumber)")
         }

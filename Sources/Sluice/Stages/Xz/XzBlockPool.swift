@@ -1,3 +1,4 @@
+import CXz
 import Foundation
 import Synchronization
 
@@ -6,12 +7,23 @@ import Synchronization
 /// (`XzHeadBlock`); with `workers` = cores − 1 the stage keeps no more threads busy than
 /// there are cores. A job is claimed by exactly one worker, oldest first; the stage takes
 /// jobs out only at the head, done.
+///
+/// A job may be queued from its header on, while the stage's thread still gathers it
+/// (`published` tells the workers how far): a worker decodes a chunk as soon as its bytes
+/// are there, instead of idling until the whole block has come in.
 final class XzBlockPool: @unchecked Sendable {
     private final class Entry {
         let job: XzBlockJob
         var claimed = false
         var done = false
-        init(_ job: XzBlockJob) { self.job = job }
+        /// Bytes of the job the worker may read (set by the stage's thread).
+        var available: Int
+        /// The stage stopped gathering it (`withdraw`): a worker waiting for bytes gives up.
+        var withdrawn = false
+        init(_ job: XzBlockJob) {
+            self.job = job
+            available = job.gathered
+        }
     }
 
     // Guarded by `condition`: the entries and how many workers run.
@@ -19,6 +31,9 @@ final class XzBlockPool: @unchecked Sendable {
     private var entries: [Entry] = []
     private var running = 0
     private let stopping = Atomic<Bool>(false)
+    /// A block output's mapping handed back once the block went on, for the next block a
+    /// worker decodes (a fresh mapping costs a page fault per page, and zeroing).
+    private var spare: UnsafeMutableRawBufferPointer?
     private let workers: Int
     private var started = false  // the stage's thread only
     private let name: String
@@ -28,7 +43,26 @@ final class XzBlockPool: @unchecked Sendable {
         self.name = name
     }
 
-    deinit { shutdown() }
+    deinit {
+        shutdown()
+        cxz_unmap(spare?.baseAddress, spare?.count ?? 0)
+    }
+
+    /// Keeps a handed-on block's output mapping for the next block (one at most).
+    func recycle(_ mapping: UnsafeMutableRawBufferPointer) {
+        condition.lock()
+        let previous = spare
+        spare = mapping
+        condition.unlock()
+        cxz_unmap(previous?.baseAddress, previous?.count ?? 0)
+    }
+
+    private func takeSpare() -> UnsafeMutableRawBufferPointer? {
+        condition.lock()
+        defer { condition.unlock() }
+        defer { spare = nil }
+        return spare
+    }
 
     /// Jobs queued and not yet taken out, done or not.
     var count: Int {
@@ -51,7 +85,8 @@ final class XzBlockPool: @unchecked Sendable {
         return entries.map(\.job)
     }
 
-    /// Queues a whole block; starts the workers on first use (exit 6 if the system refuses).
+    /// Queues a block, whole or still being gathered (then `published` follows it); starts
+    /// the workers on first use (exit 6 if the system refuses).
     func submit(_ job: XzBlockJob) throws(SluiceError) {
         if !started {
             started = true
@@ -91,13 +126,38 @@ final class XzBlockPool: @unchecked Sendable {
         condition.lock()
         if let head = entries.first, !head.claimed {
             head.claimed = true
+            let available = head.available
             condition.unlock()
-            head.job.decode(with: lzma2, stopped: { false })
+            // Only whole jobs are left for this thread (see `XzDecoder.drain`).
+            head.job.decode(with: lzma2, stopped: { false }, awaiting: { $0 <= available })
             markDone(head)
             return
         }
         while let head = entries.first, !head.done { condition.wait() }
         condition.unlock()
+    }
+
+    /// The stage's thread gathered more of a queued job: a worker waiting for it may go on.
+    func published(_ job: XzBlockJob) {
+        condition.lock()
+        if let entry = entries.last(where: { $0.job === job }), entry.available != job.gathered {
+            entry.available = job.gathered
+            condition.broadcast()
+        }
+        condition.unlock()
+    }
+
+    /// Takes a job that will never be gathered whole (the input ended, or the stage failed
+    /// before it) out of the queue, waiting for a worker that decodes it to give up. It must
+    /// be the last job queued.
+    func withdraw(_ job: XzBlockJob) {
+        condition.lock()
+        defer { condition.unlock() }
+        guard let entry = entries.last, entry.job === job else { return }
+        entry.withdrawn = true
+        condition.broadcast()
+        while entry.claimed && !entry.done { condition.wait() }
+        entries.removeLast()
     }
 
     /// Stops the workers (they leave within a chunk) and waits until they have; the queue
@@ -116,7 +176,8 @@ final class XzBlockPool: @unchecked Sendable {
     private func work() {
         let lzma2 = Lzma2Decoder()
         while let entry = claim() {
-            entry.job.decode(with: lzma2, stopped: { stopping.load(ordering: .relaxed) })
+            entry.job.decode(
+                with: lzma2, reusing: takeSpare(), stopped: { stopping.load(ordering: .relaxed) }, awaiting: { waitForBytes($0, of: entry) })
             markDone(entry)
         }
         condition.lock()
@@ -137,6 +198,17 @@ final class XzBlockPool: @unchecked Sendable {
             }
             condition.wait()
         }
+    }
+
+    /// Waits until `count` bytes of the entry's job are gathered; false if they never will be.
+    private func waitForBytes(_ count: Int, of entry: Entry) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        while entry.available < count {
+            if entry.withdrawn || stopping.load(ordering: .acquiring) { return false }
+            condition.wait()
+        }
+        return true
     }
 
     private func markDone(_ entry: Entry) {

@@ -34,10 +34,10 @@ final class XzHeadBlock {
     /// The next byte of the job to decode.
     var position: Int { job.header.size + Int(compressedSize) }
 
-    /// Whether the head has decoded less of its bytes than `other` has gathered of its own,
-    /// in proportion (so the head keeps pace with the input that follows it).
-    func lags(behind other: XzBlockJob) -> Bool {
-        !isDone && position * other.count < other.gathered * job.count
+    /// Whether the head has decoded less of its bytes than `other` has gathered of its own
+    /// less `lead` bytes, in proportion (so the head keeps pace with the input that follows it).
+    func lags(behind other: XzBlockJob, lead: Int = 0) -> Bool {
+        !isDone && position * other.count < max(other.gathered - lead, 0) * job.count
     }
 
     /// Decodes the next chunk, or at the end of the LZMA2 data checks sizes, padding and
@@ -131,7 +131,7 @@ final class XzHeadBlock {
             block: XzBlockState(
                 header: Data(UnsafeRawBufferPointer(rebasing: raw[0..<job.header.size])), compressedSize: compressedSize,
                 uncompressedSize: uncompressedSize, check: check.snapshot(), lzma: lzma2.snapshot(), filters: filters.snapshot()),
-            rest: XzRawBytes(UnsafeRawBufferPointer(rebasing: raw[position..<job.count])))
+            rest: job.bytes(from: position))
     }
 
     /// A head saved inside its block: the header parsed again (it must qualify), the bytes
