@@ -88,7 +88,7 @@ public final class UntarSink: TerminalSink, TarEventHandler {
                 throw StateRejected("its list of extracted members is not one untar writes")
             }
             ledger = restored
-            root = open(partialPath, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            root = Self.openGrowing(partialPath)
             guard root >= 0 else {
                 throw PartialOutputChanged(path: partialPath, reason: "it is missing or not a directory")
             }
@@ -109,6 +109,10 @@ public final class UntarSink: TerminalSink, TarEventHandler {
             guard root >= 0 else { throw SluiceError.io(path: partialPath, operation: "open", errno: errno) }
         }
         extractor = SafeExtractor(root: root, rootPath: partialPath)
+        if state != nil {
+            // Parents before children, so each is reachable when its turn comes.
+            for dir in directories.list.sorted(by: { $0.depth < $1.depth }) { extractor.restoreGrowingMode(dir.memberPath) }
+        }
         if state?.treeUnchecked == true {
             throw PartialOutputChanged(
                 path: partialPath,
@@ -120,6 +124,19 @@ public final class UntarSink: TerminalSink, TarEventHandler {
             current = try reopen(saved)
             notices.append("untar continues \(TarName.display(saved.path.bytes)) at byte \(saved.written)")
         }
+    }
+
+    /// The partial tree's root for a resumed run. A run killed in `finish` after it gave the
+    /// directories their archive modes (0555, or 0 for `./`) and before its rename left them so,
+    /// with a checkpoint from before: the tree gets back the mode it grows with (0700, as
+    /// `mkdir` made it; `finish` applies the archive's again), here and for each directory the
+    /// checkpoint lists. -1 when it is missing or not a directory.
+    private static func openGrowing(_ path: String) -> Int32 {
+        let handle = open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard handle >= 0 else { return -1 }
+        defer { close(handle) }
+        SafeExtractor.restoreGrowingMode(handle)
+        return openat(handle, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
     }
 
     deinit {
@@ -360,8 +377,10 @@ public final class UntarSink: TerminalSink, TarEventHandler {
             ledger.record(path.joined, kind: kind, hash: linked.hash, unverified: linked.unverified)
             return
         }
+        // Past the ledger's limit nothing is recorded, so nothing needs reading.
+        guard !ledger.overflowed else { return }
         var reader = ContentReader()
-        guard case .entry(let kind, let hash) = try extractor.describe(path, reader: &reader) else {
+        guard case .entry(let kind, let hash) = try extractor.describe(path, reader: &reader, linksChecked: false) else {
             throw ExtractError.refused("is a hard link to \(TarName.display(target.joined)), which is not a file")
         }
         ledger.record(path.joined, kind: kind, hash: hash)

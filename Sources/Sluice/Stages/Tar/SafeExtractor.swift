@@ -186,6 +186,23 @@ final class SafeExtractor {
         if Self.withTimes(mtime, { futimens(fd, $0) }) != 0 { throw fail("set the mtime of", path) }
     }
 
+    /// A directory of the tree given the mode it had while it grew (0700), when a run killed
+    /// in its `finish` left its archive mode (see `UntarSink.openGrowing`). Best effort: what
+    /// is missing, not a directory or not ours is left for the tree check to judge.
+    func restoreGrowingMode(_ path: MemberPath) {
+        guard !path.isEmpty, let fd = try? open(path, flags: O_PATH | O_DIRECTORY) else { return }
+        defer { close(fd) }
+        Self.restoreGrowingMode(fd)
+    }
+
+    /// `fd` (O_PATH, so a mode 0 directory opens too) set to 0700 through /proc/self/fd:
+    /// the descriptor's own inode, never a name looked up again.
+    static func restoreGrowingMode(_ fd: Int32) {
+        var st = stat()
+        guard fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFDIR, st.st_uid == geteuid(), st.st_mode & 0o7777 != 0o700 else { return }
+        _ = chmod("/proc/self/fd/\(fd)", 0o700)
+    }
+
     /// Opens an existing member beneath the root without following any symlink.
     func open(_ path: MemberPath, flags: Int32) throws(ExtractError) -> Int32 {
         if hasOpenat2 {
