@@ -100,4 +100,26 @@ final class UntarReviewTwoTests: XCTestCase {
         XCTAssertEqual(after.st_ctim.tv_sec, before.st_ctim.tv_sec, "the outside file was changed (ctime)")
         XCTAssertEqual(after.st_ctim.tv_nsec, before.st_ctim.tv_nsec, "the outside file was changed (ctime)")
     }
+
+    /// A directory no member made (`deep`, the implied parent of `deep/a/f`), its mode changed
+    /// between the runs so its owner cannot write: the resumed run failed to create
+    /// `deep/later` with exit 6 "fix the problem and rerun the same command to resume", and
+    /// so did every rerun (the end check that gives such directories their mode again never
+    /// came). The resume gives them the default mode first, as the end check would.
+    func testImpliedDirectoryMadeReadOnlyBeforeTheResumeCompletes() throws {
+        let fixture = try Fixture(self, members: ["deep/a/f", "deep/big", "deep/later"]) { src in
+            try FileManager.default.createDirectory(atPath: src + "/deep/a", withIntermediateDirectories: true)
+            try Data(makeTestData(count: 900, seed: 66)).write(to: URL(fileURLWithPath: src + "/deep/a/f"))
+            try Data(makeTestData(count: 3 << 20, seed: 67)).write(to: URL(fileURLWithPath: src + "/deep/big"))
+            try Data(makeTestData(count: 900, seed: 68)).write(to: URL(fileURLWithPath: src + "/deep/later"))
+        }
+        try fixture.interrupted(inside: "deep/big")
+        XCTAssertEqual(chmod(fixture.partial + "/deep", 0o500), 0)
+        try fixture.handToNobody()
+        let result = try fixture.resume()
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertEqual(
+            treeDifferences(
+                treeSnapshot(fixture.ref, directoryMtimes: false), treeSnapshot(fixture.out, directoryMtimes: false)), [])
+    }
 }

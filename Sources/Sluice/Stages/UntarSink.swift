@@ -109,10 +109,7 @@ public final class UntarSink: TerminalSink, TarEventHandler {
             guard root >= 0 else { throw SluiceError.io(path: partialPath, operation: "open", errno: errno) }
         }
         extractor = SafeExtractor(root: root, rootPath: partialPath)
-        if state != nil {
-            // Parents before children, so each is reachable when its turn comes.
-            for dir in directories.list.sorted(by: { $0.depth < $1.depth }) { extractor.restoreGrowingMode(dir.memberPath) }
-        }
+        if let state { restoreGrowingModes(current: state.current?.path.bytes) }
         if state?.treeUnchecked == true {
             throw PartialOutputChanged(
                 path: partialPath,
@@ -137,6 +134,30 @@ public final class UntarSink: TerminalSink, TarEventHandler {
         defer { close(handle) }
         SafeExtractor.restoreGrowingMode(handle)
         return openat(handle, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+    }
+
+    /// Every directory the checkpoint's tree holds, given the mode it grows with before the
+    /// resumed run writes into it again: 0700 for those members made (`finish` applies the
+    /// archive's), the default mode for a member's implied parents (the end check sets it
+    /// again too). A run killed in `finish` left the first at their archive modes, a `chmod`
+    /// between the runs may have reached either: a directory its owner cannot write failed
+    /// every rerun with exit 6.
+    private func restoreGrowingModes(current: [UInt8]?) {
+        let entries = ledger.live
+        var modes: [[UInt8]: UInt32] = [:]
+        for name in entries.map(\.name) + (current.map { [$0] } ?? []) {
+            for (at, byte) in name.enumerated() where byte == UInt8(ascii: "/") {
+                let parent = Array(name[..<at])
+                if modes[parent] == nil { modes[parent] = 0o777 & ~extractor.umask }
+            }
+        }
+        for entry in entries where entry.kind == .directory { modes[entry.name] = 0o700 }
+        for dir in directories.list { modes[dir.path.bytes] = 0o700 }
+        // Parents before children, so each is reachable when its turn comes.
+        for (name, mode) in modes.sorted(by: { $0.key.count < $1.key.count }) {
+            guard let path = MemberPath.restored(name) else { continue }
+            extractor.restoreGrowingMode(path, mode: mode)
+        }
     }
 
     deinit {

@@ -186,21 +186,21 @@ final class SafeExtractor {
         if Self.withTimes(mtime, { futimens(fd, $0) }) != 0 { throw fail("set the mtime of", path) }
     }
 
-    /// A directory of the tree given the mode it had while it grew (0700), when a run killed
-    /// in its `finish` left its archive mode (see `UntarSink.openGrowing`). Best effort: what
-    /// is missing, not a directory or not ours is left for the tree check to judge.
-    func restoreGrowingMode(_ path: MemberPath) {
+    /// A directory of the tree given the mode it had while it grew, when a run killed in its
+    /// `finish` or a `chmod` left another (see `UntarSink.restoreGrowingModes`). Best effort:
+    /// what is missing, not a directory or not ours is left for the tree check to judge.
+    func restoreGrowingMode(_ path: MemberPath, mode: UInt32) {
         guard !path.isEmpty, let fd = try? open(path, flags: O_PATH | O_DIRECTORY) else { return }
         defer { close(fd) }
-        Self.restoreGrowingMode(fd)
+        Self.restoreGrowingMode(fd, mode: mode)
     }
 
-    /// `fd` (O_PATH, so a mode 0 directory opens too) set to 0700 through /proc/self/fd:
+    /// `fd` (O_PATH, so a mode 0 directory opens too) set to `mode` through /proc/self/fd:
     /// the descriptor's own inode, never a name looked up again.
-    static func restoreGrowingMode(_ fd: Int32) {
+    static func restoreGrowingMode(_ fd: Int32, mode: UInt32 = 0o700) {
         var st = stat()
-        guard fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFDIR, st.st_uid == geteuid(), st.st_mode & 0o7777 != 0o700 else { return }
-        _ = chmod("/proc/self/fd/\(fd)", 0o700)
+        guard fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFDIR, st.st_uid == geteuid(), st.st_mode & 0o7777 != mode else { return }
+        _ = chmod("/proc/self/fd/\(fd)", mode)
     }
 
     /// Opens an existing member beneath the root without following any symlink.
