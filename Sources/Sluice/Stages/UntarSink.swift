@@ -581,7 +581,8 @@ public struct UntarState: StageStateValue {
     // small JSON objects made every checkpoint of a source tree cost milliseconds of encoding.
     public init(from decoder: Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
-        version = try c.decode(Int.self, forKey: .version)
+        // States before version 1 had no field: version 0.
+        version = try c.decodeIfPresent(Int.self, forKey: .version) ?? 0
         directory = try c.decode(String.self, forKey: .directory)
         strip = try c.decode(Int.self, forKey: .strip)
         reader = try c.decode(TarReaderState.self, forKey: .reader)
