@@ -109,7 +109,10 @@ public final class UntarSink: TerminalSink, TarEventHandler {
             guard root >= 0 else { throw SluiceError.io(path: partialPath, operation: "open", errno: errno) }
         }
         extractor = SafeExtractor(root: root, rootPath: partialPath)
-        if let state { restoreGrowingModes(current: state.current?.path.bytes) }
+        if let state {
+            restoreGrowingModes(current: state.current?.path.bytes)
+            extractor.mayRemoveWithContents = { [unowned self] in self.holdsOnlyMembersPastTheCut($0) }
+        }
         if state?.treeUnchecked == true {
             throw PartialOutputChanged(
                 path: partialPath,
@@ -158,6 +161,16 @@ public final class UntarSink: TerminalSink, TarEventHandler {
             guard let path = MemberPath.restored(name) else { continue }
             extractor.restoreGrowingMode(path, mode: mode)
         }
+    }
+
+    /// A resumed run replacing a directory that is not empty (`d`, then a file `d`, then
+    /// `d/` and `d/f` again: the killed run went on past the cut and made `d/f`). When
+    /// nothing in it is in the ledger — nothing extracted before the cut, nothing this run
+    /// made — it holds only what the killed run made past the cut (or something planted):
+    /// removing it is what the archive does. Otherwise the member is refused, as in a fresh run.
+    private func holdsOnlyMembersPastTheCut(_ directory: MemberPath) -> Bool {
+        let prefix = directory.joined + [UInt8(ascii: "/")]
+        return !ledger.overflowed && !ledger.live.contains { $0.name.starts(with: prefix) }
     }
 
     deinit {

@@ -26,6 +26,9 @@ final class SafeExtractor {
     private var retired: [Int32] = []
     /// The last parent looked up: consecutive members mostly share it.
     private var lastParent: (key: DirectoryKey, fd: Int32)?
+    /// Whether a directory that is not empty, which a member replaces, may be removed with
+    /// everything in it (a resumed run's members past the cut: see `UntarSink`). nil: never.
+    var mayRemoveWithContents: ((MemberPath) -> Bool)?
 
     init(root: Int32, rootPath: String) {
         self.root = root
@@ -293,7 +296,13 @@ final class SafeExtractor {
             if isDirectory { retireCache() }  // the caller still uses `parent`
             return
         }
-        if errno == ENOTEMPTY || errno == EEXIST { throw .refused("would replace a directory that is not empty") }
+        if errno == ENOTEMPTY || errno == EEXIST {
+            if isDirectory, mayRemoveWithContents?(path) == true {
+                retireCache()  // descriptors of directories inside it are stale now
+                if TreeRemover.remove(leaf, in: parent) { return }
+            }
+            throw .refused("would replace a directory that is not empty")
+        }
         throw fail("replace", path)
     }
 
