@@ -49,6 +49,9 @@ struct PartialTreeCheck {
                 }
             case .entry(let kind, let hash) where kind.matches(entry.kind) && hash == entry.hash:
                 continue
+            case .entry(.file, _)
+            where extractor.isLeftoverGrant(path, expected: entry.hash, reader: &reader, linksChecked: listTree):
+                continue
             case .entry(let kind, _) where kind.matches(entry.kind):
                 let what = kind == .symlink ? "its target" : "its content, size, mode or mtime"
                 throw TreeDifference(member: entry.name, reason: "changed since the checkpoint (\(what))")
@@ -287,6 +290,30 @@ extension SafeExtractor {
         guard chmod(itself, (st.st_mode & 0o7777) | S_IRUSR) == 0 else { return nil }
         defer { _ = chmod(itself, st.st_mode & 0o7777) }
         return try open(path, flags: O_RDONLY | O_NONBLOCK | O_NOCTTY)
+    }
+
+    /// A run killed between granting u+r (above) and taking it back left the file with it:
+    /// the file as recorded but for that bit is ours, and gets its mode back (the same
+    /// conditions as the grant). Else every rerun would blame the tree for its own step.
+    func isLeftoverGrant(_ path: MemberPath, expected: UInt64, reader: inout ContentReader, linksChecked: Bool) -> Bool {
+        guard let handle = try? open(path, flags: O_PATH) else { return false }
+        defer { close(handle) }
+        var st = stat()
+        guard fstat(handle, &st) == 0, st.st_mode & S_IFMT == S_IFREG, st.st_uid == geteuid(), st.st_mode & S_IRUSR != 0,
+            st.st_mode & 0o7777 & ~0o755 == 0, st.st_nlink == 1 || linksChecked, st.st_size >= 0,
+            let fd = try? open(path, flags: O_RDONLY | O_NONBLOCK | O_NOCTTY)
+        else { return false }
+        defer { close(fd) }
+        var again = stat()
+        guard fstat(fd, &again) == 0, again.st_ino == st.st_ino, again.st_dev == st.st_dev,
+            case .some(.some(let content)) = reader.checksum(fd, size: UInt64(st.st_size))
+        else { return false }
+        let mode = st.st_mode & 0o7777 & ~S_IRUSR
+        let mtime = TarTime(seconds: Int64(st.st_mtim.tv_sec), nanoseconds: Int32(truncatingIfNeeded: st.st_mtim.tv_nsec))
+        guard TreeLedger.fileHash(size: UInt64(st.st_size), permissions: mode, mtime: mtime, content: content) == expected else {
+            return false
+        }
+        return chmod("/proc/self/fd/\(handle)", mode) == 0
     }
 
     private func display(_ path: MemberPath) -> String {
