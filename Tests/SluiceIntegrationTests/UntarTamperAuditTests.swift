@@ -95,22 +95,9 @@ final class UntarTamperAuditTests: XCTestCase {
         XCTAssertEqual(lstat(out + ".sluice-part/p/zero", &st), 0)
         XCTAssertEqual(st.st_mode & 0o777, 0, "p/zero got its mode 000")
         // Resume as a user whom permissions bind: root hands everything to nobody first.
-        var command = [SluiceBinary.path, "-q", spec]
-        if getuid() == 0 {
-            XCTAssertEqual(try shell("chmod 755 \(dir) && chown -R 65534:65534 \(dir)").status, 0)
-            command =
-                ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/env", "SLUICE_STATE_DIR=\(dir)/state"]
-                + command
-        }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: command[0])
-        process.arguments = Array(command.dropFirst())
-        let errors = Pipe()
-        process.standardError = errors
-        try process.run()
-        let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        XCTAssertEqual(process.terminationStatus, 0, message)
+        if getuid() == 0 { XCTAssertEqual(try shell("chmod 755 \(dir) && chown -R 65534:65534 \(dir)").status, 0) }
+        let result = try runSluiceUnprivileged(["-q", spec], stateDirectory: dir + "/state")
+        XCTAssertEqual(result.status, 0, result.stderr)
         XCTAssertEqual(FileManager.default.contents(atPath: out + "/p/later")?.count, 3 << 20)
         XCTAssertEqual(lstat(out + "/p/zero", &st), 0)
         XCTAssertEqual(st.st_mode & 0o777, 0)

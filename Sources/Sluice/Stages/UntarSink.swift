@@ -88,7 +88,7 @@ public final class UntarSink: TerminalSink, TarEventHandler {
                 throw StateRejected("its list of extracted members is not one untar writes")
             }
             ledger = restored
-            root = open(partialPath, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            root = Self.openGrowing(partialPath)
             guard root >= 0 else {
                 throw PartialOutputChanged(path: partialPath, reason: "it is missing or not a directory")
             }
@@ -109,6 +109,10 @@ public final class UntarSink: TerminalSink, TarEventHandler {
             guard root >= 0 else { throw SluiceError.io(path: partialPath, operation: "open", errno: errno) }
         }
         extractor = SafeExtractor(root: root, rootPath: partialPath)
+        if let state {
+            restoreGrowingModes(current: state.current?.path.bytes)
+            extractor.mayRemoveWithContents = { [unowned self] in self.holdsOnlyMembersPastTheCut($0) }
+        }
         if state?.treeUnchecked == true {
             throw PartialOutputChanged(
                 path: partialPath,
@@ -120,6 +124,53 @@ public final class UntarSink: TerminalSink, TarEventHandler {
             current = try reopen(saved)
             notices.append("untar continues \(TarName.display(saved.path.bytes)) at byte \(saved.written)")
         }
+    }
+
+    /// The partial tree's root for a resumed run. A run killed in `finish` after it gave the
+    /// directories their archive modes (0555, or 0 for `./`) and before its rename left them so,
+    /// with a checkpoint from before: the tree gets back the mode it grows with (0700, as
+    /// `mkdir` made it; `finish` applies the archive's again), here and for each directory the
+    /// checkpoint lists. -1 when it is missing or not a directory.
+    private static func openGrowing(_ path: String) -> Int32 {
+        let handle = open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard handle >= 0 else { return -1 }
+        defer { close(handle) }
+        SafeExtractor.restoreGrowingMode(handle)
+        return openat(handle, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+    }
+
+    /// Every directory the checkpoint's tree holds, given the mode it grows with before the
+    /// resumed run writes into it again: 0700 for those members made (`finish` applies the
+    /// archive's), the default mode for a member's implied parents (the end check sets it
+    /// again too). A run killed in `finish` left the first at their archive modes, a `chmod`
+    /// between the runs may have reached either: a directory its owner cannot write failed
+    /// every rerun with exit 6.
+    private func restoreGrowingModes(current: [UInt8]?) {
+        let entries = ledger.live
+        var modes: [[UInt8]: UInt32] = [:]
+        for name in entries.map(\.name) + (current.map { [$0] } ?? []) {
+            for (at, byte) in name.enumerated() where byte == UInt8(ascii: "/") {
+                let parent = Array(name[..<at])
+                if modes[parent] == nil { modes[parent] = 0o777 & ~extractor.umask }
+            }
+        }
+        for entry in entries where entry.kind == .directory { modes[entry.name] = 0o700 }
+        for dir in directories.list { modes[dir.path.bytes] = 0o700 }
+        // Parents before children, so each is reachable when its turn comes.
+        for (name, mode) in modes.sorted(by: { $0.key.count < $1.key.count }) {
+            guard let path = MemberPath.restored(name) else { continue }
+            extractor.restoreGrowingMode(path, mode: mode)
+        }
+    }
+
+    /// A resumed run replacing a directory that is not empty (`d`, then a file `d`, then
+    /// `d/` and `d/f` again: the killed run went on past the cut and made `d/f`). When
+    /// nothing in it is in the ledger — nothing extracted before the cut, nothing this run
+    /// made — it holds only what the killed run made past the cut (or something planted):
+    /// removing it is what the archive does. Otherwise the member is refused, as in a fresh run.
+    private func holdsOnlyMembersPastTheCut(_ directory: MemberPath) -> Bool {
+        let prefix = directory.joined + [UInt8(ascii: "/")]
+        return !ledger.overflowed && !ledger.live.contains { $0.name.starts(with: prefix) }
     }
 
     deinit {
@@ -360,8 +411,10 @@ public final class UntarSink: TerminalSink, TarEventHandler {
             ledger.record(path.joined, kind: kind, hash: linked.hash, unverified: linked.unverified)
             return
         }
+        // Past the ledger's limit nothing is recorded, so nothing needs reading.
+        guard !ledger.overflowed else { return }
         var reader = ContentReader()
-        guard case .entry(let kind, let hash) = try extractor.describe(path, reader: &reader) else {
+        guard case .entry(let kind, let hash) = try extractor.describe(path, reader: &reader, linksChecked: false) else {
             throw ExtractError.refused("is a hard link to \(TarName.display(target.joined)), which is not a file")
         }
         ledger.record(path.joined, kind: kind, hash: hash)
@@ -541,7 +594,8 @@ public struct UntarState: StageStateValue {
     // small JSON objects made every checkpoint of a source tree cost milliseconds of encoding.
     public init(from decoder: Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
-        version = try c.decode(Int.self, forKey: .version)
+        // States before version 1 had no field: version 0.
+        version = try c.decodeIfPresent(Int.self, forKey: .version) ?? 0
         directory = try c.decode(String.self, forKey: .directory)
         strip = try c.decode(Int.self, forKey: .strip)
         reader = try c.decode(TarReaderState.self, forKey: .reader)

@@ -16,12 +16,18 @@ import Glibc
 struct PartialTreeCheck {
     let extractor: SafeExtractor
 
-    /// Throws the first difference among the `ledger`'s entries (only those restored and not
-    /// made again, with `onlyUnverified`), in extraction order; then, with `listTree`, the
-    /// first name found that no entry made. A linked file found with one name may have lost
+    /// With `listTree`, throws the first name found that no entry made (or a file linked to
+    /// one outside the tree); then the first difference among the `ledger`'s entries (only
+    /// those restored and not made again, with `onlyUnverified`), in extraction order. A linked file found with one name may have lost
     /// its partners to later members, but not while another linked name with its very hash
     /// is in the ledger — then its link group was split into copies.
     func verify(_ ledger: [TreeLedger.Entry], onlyUnverified: Bool, listTree: Bool) throws {
+        // The listing first: it proves every name of a linked file is in the tree, so the
+        // re-reading below may grant u+r to such a file without reaching one outside it.
+        if listTree {
+            let explicit = Set(ledger.lazy.filter { $0.kind == .directory }.map(\.name))
+            try findExtra(expected: Self.expectedNames(ledger.map(\.name)), explicitDirectories: explicit)
+        }
         var linkedHashes: [UInt64: Int] = [:]
         for entry in ledger where entry.kind == .linkedFile { linkedHashes[entry.hash, default: 0] += 1 }
         var reader = ContentReader()
@@ -31,7 +37,7 @@ struct PartialTreeCheck {
             }
             let found: FoundEntry
             do {
-                found = try extractor.describe(path, reader: &reader)
+                found = try extractor.describe(path, reader: &reader, linksChecked: listTree)
             } catch {
                 throw UntarSink.sluiceError(error, offset: 0, member: entry.name)
             }
@@ -43,6 +49,9 @@ struct PartialTreeCheck {
                 }
             case .entry(let kind, let hash) where kind.matches(entry.kind) && hash == entry.hash:
                 continue
+            case .entry(.file, _)
+            where extractor.isLeftoverGrant(path, expected: entry.hash, reader: &reader, linksChecked: listTree):
+                continue
             case .entry(let kind, _) where kind.matches(entry.kind):
                 let what = kind == .symlink ? "its target" : "its content, size, mode or mtime"
                 throw TreeDifference(member: entry.name, reason: "changed since the checkpoint (\(what))")
@@ -53,10 +62,6 @@ struct PartialTreeCheck {
             case .other(let what):
                 throw TreeDifference(member: entry.name, reason: "was extracted as \(entry.kind.described) and is now \(what)")
             }
-        }
-        if listTree {
-            let explicit = Set(ledger.lazy.filter { $0.kind == .directory }.map(\.name))
-            try findExtra(expected: Self.expectedNames(ledger.map(\.name)), explicitDirectories: explicit)
         }
     }
 
@@ -220,7 +225,10 @@ struct ContentReader: ~Copyable {
 extension SafeExtractor {
     /// What is at `path` beneath the root, hashed as the ledger records it; the last
     /// component is never followed (a symlink is described, not opened).
-    func describe(_ path: MemberPath, reader: inout ContentReader) throws(ExtractError) -> FoundEntry {
+    ///
+    /// `linksChecked`: every name of each regular file with several is known to be in the tree
+    /// (the listing checked it), so one of them may be granted u+r to be read.
+    func describe(_ path: MemberPath, reader: inout ContentReader, linksChecked: Bool) throws(ExtractError) -> FoundEntry {
         let handle: Int32
         do {
             handle = try open(path, flags: O_PATH)
@@ -247,7 +255,7 @@ extension SafeExtractor {
             do {
                 fd = try open(path, flags: O_RDONLY | O_NONBLOCK | O_NOCTTY)
             } catch .io(let shown, let operation, let code) where code == EACCES {
-                guard let granted = try openOwnUnreadable(handle, st, path) else {
+                guard let granted = try openOwnUnreadable(handle, st, path, linksChecked: linksChecked) else {
                     throw .io(path: shown, operation: operation, errno: code)
                 }
                 fd = granted
@@ -270,12 +278,42 @@ extension SafeExtractor {
     /// A file of ours whose mode denies its owner reading (an archive's 000 or 200, which
     /// binds every user but root): opened with u+r for a moment, its mode put back at once
     /// (the descriptor keeps reading). nil when it is not ours or the mode cannot be changed.
-    private func openOwnUnreadable(_ handle: Int32, _ st: stat, _ path: MemberPath) throws(ExtractError) -> Int32? {
-        guard st.st_uid == geteuid(), st.st_mode & S_IRUSR == 0 else { return nil }
+    /// Never for a file that may have a name outside the tree (a hard link planted between
+    /// the runs: its ctime would change, and chmod by a user outside its group drops a
+    /// setgid bit for good), nor for a mode the extractor never gives (beyond 0755): such a
+    /// file is a difference whatever its content.
+    private func openOwnUnreadable(_ handle: Int32, _ st: stat, _ path: MemberPath, linksChecked: Bool) throws(ExtractError) -> Int32? {
+        guard st.st_uid == geteuid(), st.st_mode & S_IRUSR == 0, st.st_mode & 0o7777 & ~0o755 == 0,
+            st.st_nlink == 1 || linksChecked
+        else { return nil }
         let itself = "/proc/self/fd/\(handle)"
         guard chmod(itself, (st.st_mode & 0o7777) | S_IRUSR) == 0 else { return nil }
         defer { _ = chmod(itself, st.st_mode & 0o7777) }
         return try open(path, flags: O_RDONLY | O_NONBLOCK | O_NOCTTY)
+    }
+
+    /// A run killed between granting u+r (above) and taking it back left the file with it:
+    /// the file as recorded but for that bit is ours, and gets its mode back (the same
+    /// conditions as the grant). Else every rerun would blame the tree for its own step.
+    func isLeftoverGrant(_ path: MemberPath, expected: UInt64, reader: inout ContentReader, linksChecked: Bool) -> Bool {
+        guard let handle = try? open(path, flags: O_PATH) else { return false }
+        defer { close(handle) }
+        var st = stat()
+        guard fstat(handle, &st) == 0, st.st_mode & S_IFMT == S_IFREG, st.st_uid == geteuid(), st.st_mode & S_IRUSR != 0,
+            st.st_mode & 0o7777 & ~0o755 == 0, st.st_nlink == 1 || linksChecked, st.st_size >= 0,
+            let fd = try? open(path, flags: O_RDONLY | O_NONBLOCK | O_NOCTTY)
+        else { return false }
+        defer { close(fd) }
+        var again = stat()
+        guard fstat(fd, &again) == 0, again.st_ino == st.st_ino, again.st_dev == st.st_dev,
+            case .some(.some(let content)) = reader.checksum(fd, size: UInt64(st.st_size))
+        else { return false }
+        let mode = st.st_mode & 0o7777 & ~S_IRUSR
+        let mtime = TarTime(seconds: Int64(st.st_mtim.tv_sec), nanoseconds: Int32(truncatingIfNeeded: st.st_mtim.tv_nsec))
+        guard TreeLedger.fileHash(size: UInt64(st.st_size), permissions: mode, mtime: mtime, content: content) == expected else {
+            return false
+        }
+        return chmod("/proc/self/fd/\(handle)", mode) == 0
     }
 
     private func display(_ path: MemberPath) -> String {

@@ -26,6 +26,9 @@ final class SafeExtractor {
     private var retired: [Int32] = []
     /// The last parent looked up: consecutive members mostly share it.
     private var lastParent: (key: DirectoryKey, fd: Int32)?
+    /// Whether a directory that is not empty, which a member replaces, may be removed with
+    /// everything in it (a resumed run's members past the cut: see `UntarSink`). nil: never.
+    var mayRemoveWithContents: ((MemberPath) -> Bool)?
 
     init(root: Int32, rootPath: String) {
         self.root = root
@@ -186,6 +189,23 @@ final class SafeExtractor {
         if Self.withTimes(mtime, { futimens(fd, $0) }) != 0 { throw fail("set the mtime of", path) }
     }
 
+    /// A directory of the tree given the mode it had while it grew, when a run killed in its
+    /// `finish` or a `chmod` left another (see `UntarSink.restoreGrowingModes`). Best effort:
+    /// what is missing, not a directory or not ours is left for the tree check to judge.
+    func restoreGrowingMode(_ path: MemberPath, mode: UInt32) {
+        guard !path.isEmpty, let fd = try? open(path, flags: O_PATH | O_DIRECTORY) else { return }
+        defer { close(fd) }
+        Self.restoreGrowingMode(fd, mode: mode)
+    }
+
+    /// `fd` (O_PATH, so a mode 0 directory opens too) set to `mode` through /proc/self/fd:
+    /// the descriptor's own inode, never a name looked up again.
+    static func restoreGrowingMode(_ fd: Int32, mode: UInt32 = 0o700) {
+        var st = stat()
+        guard fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFDIR, st.st_uid == geteuid(), st.st_mode & 0o7777 != mode else { return }
+        _ = chmod("/proc/self/fd/\(fd)", mode)
+    }
+
     /// Opens an existing member beneath the root without following any symlink.
     func open(_ path: MemberPath, flags: Int32) throws(ExtractError) -> Int32 {
         if hasOpenat2 {
@@ -276,7 +296,13 @@ final class SafeExtractor {
             if isDirectory { retireCache() }  // the caller still uses `parent`
             return
         }
-        if errno == ENOTEMPTY || errno == EEXIST { throw .refused("would replace a directory that is not empty") }
+        if errno == ENOTEMPTY || errno == EEXIST {
+            if isDirectory, mayRemoveWithContents?(path) == true {
+                retireCache()  // descriptors of directories inside it are stale now
+                if TreeRemover.remove(leaf, in: parent) { return }
+            }
+            throw .refused("would replace a directory that is not empty")
+        }
         throw fail("replace", path)
     }
 

@@ -25,6 +25,21 @@ enum TreeRemover {
         rmdir(path)
     }
 
+    /// Removes the directory `leaf` of `parent` with everything in it, as `remove` does.
+    /// Whether it is gone.
+    static func remove(_ leaf: ArraySlice<UInt8>, in parent: Int32) -> Bool {
+        SafeExtractor.withCString(leaf) { name in
+            let top = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            var st = stat()
+            guard top >= 0, fstat(top, &st) == 0 else {
+                if top >= 0 { close(top) }
+                return false
+            }
+            empty(top, device: st.st_dev)
+            return unlinkat(parent, name, AT_REMOVEDIR) == 0
+        }
+    }
+
     /// Empties the directory open at `top` (and closes it), staying on `device`.
     private static func empty(_ top: Int32, device: dev_t) {
         // Per level: the descriptor and the subdirectories still to visit.
