@@ -77,6 +77,8 @@ public final class ZstdDecoder: ForwardingSink {
 
     /// Blocks read but not yet executed (tests).
     var blocksInFlight: Int { planner.count }
+    /// Whether any block was queued for planning rather than decoded at once (tests).
+    var queuedAnyBlock: Bool { planner.everQueued }
 
     private var unit: UnsafeMutableRawPointer { pending + Self.front }
 
@@ -204,7 +206,15 @@ public final class ZstdDecoder: ForwardingSink {
         } else {
             begin(.blockHeader, need: 3)
         }
-        try planner.submit(job)
+        // A tiny block is not worth two thread hand-offs: with nothing in flight, it is
+        // planned and executed here. (A stream of empty blocks, 3 bytes each, otherwise
+        // decodes at ~1 MB/s, every block a round trip through the worker.)
+        if job.count < Self.inlineBlockLimit && planner.count == 0 {
+            planner.planHere(job)
+            try run(job)
+        } else {
+            try planner.submit(job)
+        }
         if last {
             try settle()
             if !frame.hasChecksum { try endDataFrame() }
@@ -221,6 +231,14 @@ public final class ZstdDecoder: ForwardingSink {
     /// Executes the oldest block in flight into the window and passes its output on.
     private func executeHead() throws {
         guard let job = planner.takeHead() else { return }
+        try run(job)
+    }
+
+    /// Blocks with fewer compressed bytes than this are decoded on the stage's thread when
+    /// no block is in flight.
+    static let inlineBlockLimit = 1024
+
+    private func run(_ job: ZstdBlockJob) throws {
         defer { spareJobs.append(job) }
         do {
             try execute(job)

@@ -78,6 +78,9 @@ final class ZstdBlockPlanner: @unchecked Sendable {
 
     deinit { shutdown() }
 
+    /// Whether any block went through the queue (tests; the stage's thread only).
+    private(set) var everQueued = false
+
     /// Jobs submitted and not yet taken out.
     var count: Int {
         condition.lock()
@@ -106,6 +109,7 @@ final class ZstdBlockPlanner: @unchecked Sendable {
         }
         job.progress = .queued
         job.failure = nil
+        everQueued = true
         condition.lock()
         jobs.append(job)
         condition.broadcast()
@@ -147,6 +151,15 @@ final class ZstdBlockPlanner: @unchecked Sendable {
         while running > 0 { condition.wait() }
         jobs.removeAll()
         condition.unlock()
+    }
+
+    /// Plans `job` on the caller's thread, bypassing the queue. Only while nothing is
+    /// queued: then no worker holds the entropy state (the lock taken by `count` or
+    /// `takeHead` orders this after its last plan).
+    func planHere(_ job: ZstdBlockJob) {
+        job.failure = nil
+        plan(job)
+        job.progress = .planned
     }
 
     // MARK: planning
