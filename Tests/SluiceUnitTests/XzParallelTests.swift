@@ -43,6 +43,24 @@ final class XzParallelTests: XCTestCase {
         }
     }
 
+    /// Blocks under `workerMinimum` output bytes are decoded on the stage's thread, in turn:
+    /// a hostile file of many tiny blocks paid a worker hand-off (and two mappings) each.
+    func testTinyBlocksAreNotHandedToWorkers() throws {
+        let dir = try makeTemporaryDirectory(self)
+        let plain = makeTestData(count: 40_000, seed: 45)
+        let xz = try Self.multiBlock(plain, "--block-size=64 -0", dir: dir)
+        let output = MemorySink()
+        let decoder = try XzDecoder(next: output, decoders: 2)
+        try write(xz, to: decoder, chunk: 65536)
+        XCTAssertTrue(output.bytes == plain)
+        XCTAssertGreaterThan(decoder.blocksStreamed, 600)
+        XCTAssertEqual(decoder.blocksDecodedAhead, 0)
+        // Blocks of 1,000 bytes still go to the worker.
+        let larger = try XzDecoder(next: MemorySink(), decoders: 2)
+        try write(try Self.multiBlock(plain, "--block-size=1000 -0", dir: dir), to: larger, chunk: 65536)
+        XCTAssertGreaterThan(larger.blocksDecodedAhead, 5)
+    }
+
     /// Blocks of several LZMA2 chunks (a chunk is at most 2 MiB of output), larger than a relay buffer.
     func testBlocksOfManyChunks() throws {
         let dir = try makeTemporaryDirectory(self)

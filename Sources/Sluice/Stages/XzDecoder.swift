@@ -316,10 +316,19 @@ public final class XzDecoder: ForwardingSink {
     /// block goes to the worker at once, which decodes its chunks as they are gathered (a
     /// worker that waited for the whole block idled while it came in).
     private func queueWhileGathering(_ job: XzBlockJob) throws {
-        guard head != nil && pool.count < lookAhead else { return }
+        guard head != nil && pool.count < lookAhead && Self.worthAWorker(job) else { return }
         try pool.submit(job)
         gatheringQueued = true
         blocksDecodedAhead += 1
+    }
+
+    /// Blocks that declare fewer output bytes than this are decoded on this thread, in turn:
+    /// handing each to a worker costs more than decoding it (a hostile file of 105,000
+    /// 64-byte blocks took 2.4 s that way, mostly in the kernel; `xz -T2 -dc` 0.75 s).
+    static let workerMinimum: UInt64 = 512
+
+    private static func worthAWorker(_ job: XzBlockJob) -> Bool {
+        (job.header.uncompressedSize ?? 0) >= workerMinimum
     }
 
     /// A queued block that will not be gathered whole leaves the queue (its worker gives up).
@@ -339,7 +348,7 @@ public final class XzDecoder: ForwardingSink {
         phase = .blockStart
         if gatheringQueued {
             gatheringQueued = false
-        } else if head != nil && pool.count < lookAhead {
+        } else if head != nil && pool.count < lookAhead && Self.worthAWorker(job) {
             try pool.submit(job)
             blocksDecodedAhead += 1
         } else {
