@@ -34,6 +34,13 @@ final class IsalInflater: DeflateEngine {
         state.pointee.crc_flag = UInt32(ISAL_DEFLATE)
     }
 
+    /// Ready for a new member, as `init()` leaves it (the memory stays allocated; the
+    /// library resets its counts, so nothing of the last member can be reached).
+    func reset() {
+        isal_inflate_reset(state)
+        state.pointee.crc_flag = UInt32(ISAL_DEFLATE)
+    }
+
     /// Rebuilds the engine of a member that has produced `memberLength` bytes so far.
     convenience init(restoring saved: IsalInflateState, memberLength: UInt64) throws {
         try self.init()
