@@ -445,6 +445,8 @@ public final class XzDecoder: ForwardingSink {
         // A queued block's failure comes before anything found at the end.
         try drain()
         guard phase == .streamPadding else {
+            // Damage in the part of a sized block that came is what is wrong, not its end.
+            if phase == .blockBody, let damage = gathering?.damageSoFar(with: lzma2) { throw damage }
             let where_: String
             switch phase {
             case .streamHeader where streamsDone == 0 && pendingCount == 0:
