@@ -144,4 +144,36 @@ final class XzBlockLiesTests: XCTestCase {
             XCTAssertTrue(sequential.output.starts(with: parallel.output), "flip at \(at)")
         }
     }
+
+    /// A checkpoint whose queue was edited to hold more decoded blocks than memlimit allows
+    /// (8 blocks of 1 MiB under a 2 MiB memlimit; a real one queues at most threads − 1 blocks
+    /// that fit together) is refused: the workers would hold every block's output at once.
+    func testRestoredQueueIsBoundedByMemlimit() throws {
+        let dir = try makeTemporaryDirectory(self)
+        let plain = [UInt8](repeating: 0x61, count: 9 << 20)
+        let xz = try XzTool.compress(plain, options: "-T2 -0 --block-size=1MiB", dir: dir)
+        let starts = try Self.blockStarts(xz, dir: dir)
+        XCTAssertEqual(starts.count, 9)
+        // A state taken with one thread after eight blocks, its output then "not yet handed on".
+        let reader = try XzDecoder(next: MemorySink(), memoryLimit: 2 << 20, decoders: 1)
+        try write(Array(xz[..<starts[8]]), to: reader, chunk: 1 << 20)
+        let after8 = reader.snapshot()
+        func queuing(_ first: Int) -> XzState {
+            var state = after8
+            state.queued = (first..<8).map { XzRawBlock(offset: UInt64(starts[$0]), bytes: Data(xz[starts[$0]..<starts[$0 + 1]])) }
+            state.streamOutput = UInt64(first << 20)
+            state.outputOffset = UInt64(first << 20)
+            return state
+        }
+        // One queued block fits: restored, and decodes to the rest.
+        let sink = MemorySink()
+        let one = try XzDecoder(next: sink, memoryLimit: 2 << 20, decoders: 2, restoring: queuing(7))
+        try write(Array(xz[starts[8]...]), to: one, chunk: 1 << 20)
+        try one.finish()
+        XCTAssertEqual(sink.bytes.count, 2 << 20)
+        // Eight do not.
+        XCTAssertThrowsError(try XzDecoder(next: MemorySink(), memoryLimit: 2 << 20, decoders: 2, restoring: queuing(0))) { error in
+            XCTAssertTrue(error is StateRejected, "\(error)")
+        }
+    }
 }
