@@ -454,6 +454,8 @@ public final class XzDecoder: ForwardingSink {
         // A queued block's failure comes before anything found at the end.
         try drain()
         guard phase == .streamPadding else {
+            // Damage in the part of a sized block that came is what is wrong, not its end.
+            if phase == .blockBody, let damage = gathering?.damageSoFar(with: lzma2) { throw damage }
             let where_: String
             switch phase {
             case .streamHeader where streamsDone == 0 && pendingCount == 0:
@@ -577,6 +579,10 @@ public final class XzDecoder: ForwardingSink {
         for (n, saved) in queued.enumerated() {
             jobs.append(try restoredJob(saved, whole: true, number: first &+ UInt64(n) &+ 1))
         }
+        // The workers may hold every queued block's output at once: together they must fit in
+        // memlimit, as the blocks a run queues do (at most threads − 1, each within its share).
+        let held = jobs.reduce(UInt64(0)) { $0 &+ ($1.header.uncompressedSize ?? 0) }
+        guard held <= memoryLimit else { throw XzStateError("the queued blocks decode to more than memlimit \(xzSize(memoryLimit))") }
         if let saved = s.gathering { gathering = try restoredJob(saved, whole: false, number: blocks.count &+ 1) }
         // The blocks end where the input stands, less the unit in progress.
         let (stands, below) = inputOffset.subtractingReportingOverflow(UInt64(pendingCount))

@@ -145,6 +145,17 @@ final class XzBlockJob: @unchecked Sendable {
         }
     }
 
+    /// Decodes the bytes gathered so far of a block the input ended inside, on the calling
+    /// thread: the damage in them, if any (nil when they are sound as far as they go).
+    func damageSoFar(with lzma2: Lzma2Decoder) -> SluiceError? {
+        if failure == nil {
+            let available = gathered
+            decode(with: lzma2, stopped: { false }, awaiting: { $0 <= available })
+        }
+        if case .corruptData? = failure { return failure }
+        return nil
+    }
+
     private func run(
         _ lzma2: Lzma2Decoder, _ spare: UnsafeMutableRawBufferPointer?, _ stopped: () -> Bool, _ awaiting: (Int) throws -> Void,
         at position: inout Int
