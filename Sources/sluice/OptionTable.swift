@@ -76,7 +76,7 @@ extension CommandOption {
         },
         CommandOption(
             ["--connections"], "N",
-            "ranged connections for each fetch, 1-32 (default: 4 when the server answers ranges and at least 64 MiB remain, else 1); a fetch's connections=N wins"
+            "ranged connections for each fetch, 1-32 (default: 1, and 4 once the network proves slower than the pipeline, if the server answers ranges and 64 MiB remain); a fetch's connections=N wins"
         ) { args, v throws(SluiceError) in
             guard v.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let n = Int(v), (1...32).contains(n) else {
                 throw .usage("--connections takes a whole number from 1 to 32, not '\(v)'")

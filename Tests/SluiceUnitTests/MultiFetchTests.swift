@@ -86,13 +86,51 @@ final class MultiFetchTests: XCTestCase {
         XCTAssertTrue(run.events.connections.isEmpty)
     }
 
-    func testDefaultIsFourConnectionsAtTheThreshold() throws {
+    /// At the threshold, the head fetches a stretch alone; when the network is the slower
+    /// (`busyShare` 1 says so whatever the timing), what remains is planned from where the
+    /// head stands and four connections share it.
+    func testDefaultIsFourConnectionsAtTheThresholdOnceTheNetworkIsTheSlower() throws {
         var tuning = Self.tuning
         tuning.autoThreshold = UInt64(Self.size)
-        let (run, _) = try fetch(options: Self.options(connections: nil, tuning: tuning))
+        tuning.probeBytes = 256 << 10
+        tuning.busyShare = 1
+        let (run, requests) = try fetch(options: Self.options(connections: nil, tuning: tuning))
         XCTAssertNil(run.error)
         XCTAssertEqual(run.bytes, Self.body)
         XCTAssertEqual(run.events.connections.first, 4)
+        XCTAssertNil(requests.first?.headers["range"])
+        let starts = requests.dropFirst().compactMap { $0.headers["range"] }.compactMap { range -> Int? in
+            Int(range.dropFirst("bytes=".count).prefix { $0 != "-" })
+        }
+        XCTAssertFalse(starts.isEmpty)
+        // The plan starts after the probe's stretch (the head's first write opens it).
+        XCTAssertGreaterThanOrEqual(starts.min() ?? 0, 256 << 10)
+    }
+
+    /// While the pipeline is the slower (`busyShare` 0: never enough), one connection does it all.
+    func testDefaultStaysOnOneConnectionWhileThePipelineIsTheSlower() throws {
+        var tuning = Self.tuning
+        tuning.autoThreshold = UInt64(Self.size)
+        tuning.probeBytes = 64 << 10
+        tuning.busyShare = 0
+        let (run, requests) = try fetch(options: Self.options(connections: nil, tuning: tuning))
+        XCTAssertNil(run.error)
+        XCTAssertEqual(run.bytes, Self.body)
+        XCTAssertEqual(requests.count, 1)
+        XCTAssertTrue(run.events.connections.isEmpty)
+    }
+
+    /// The probe's rule on given times: more connections once the pipeline took under half
+    /// of a stretch; a stretch where it took more is forgotten, the next one judged afresh.
+    func testProbeJudgesEachStretch() {
+        var probe = ConnectionProbe(total: 100 << 20, wanted: 4, stretch: 1000)
+        XCTAssertEqual(probe.record(500, busy: 0, now: 10), .undecided, "the first write opens the stretch")
+        XCTAssertEqual(probe.record(1000, busy: 0.8, now: 11), .undecided, "busy 0.8 s of 1 s: the pipeline is the slower")
+        XCTAssertEqual(probe.record(400, busy: 0.1, now: 11.5), .undecided, "a stretch not yet full")
+        XCTAssertEqual(probe.record(600, busy: 0.1, now: 12), .moreConnections, "busy 0.2 s of 1 s")
+        var never = ConnectionProbe(total: 1, wanted: 4, stretch: 1, busyShare: 0)
+        XCTAssertEqual(never.record(1, busy: 0, now: 0), .undecided)
+        XCTAssertEqual(never.record(1, busy: 0, now: 5), .undecided)
     }
 
     func testResumePlansFromTheCheckpointOffset() throws {

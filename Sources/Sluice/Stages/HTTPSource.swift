@@ -257,8 +257,9 @@ extension StageKind {
         options: [
             .integer(
                 "connections",
-                "ranged connections, delivered in order (default: 4 when the server"
-                    + " answers ranges and at least 64 MiB remain, else 1)", in: 1...MultiFetch.maxConnections
+                "ranged connections, delivered in order (default: 1, and 4 once the network"
+                    + " proves slower than the pipeline, if the server answers ranges and 64 MiB remain)",
+                in: 1...MultiFetch.maxConnections
             ).transport()
         ],
         summary: "source: http://, https://, file:// (libcurl); resumed with Range/If-Range",

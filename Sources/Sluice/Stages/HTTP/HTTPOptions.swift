@@ -36,8 +36,9 @@ public struct HTTPOptions: Sendable {
     public var backoffBase: Double = 0.5
     /// A server's `Retry-After` is honoured up to this many seconds.
     public var maxRetryAfter: Double = 300
-    /// Ranged connections for one fetch (1…32); nil: 4 when the server answers ranges and at
-    /// least 64 MiB remain, otherwise 1 (MultiFetch). 1 is the single transfer, exactly.
+    /// Ranged connections for one fetch (1…32); nil: 1, and 4 once the network proves slower
+    /// than the pipeline, when the server answers ranges and at least 64 MiB remain
+    /// (MultiFetch, ConnectionProbe). 1 is the single transfer, exactly.
     public var connections: Int? = nil
     /// MultiFetch's window and segment sizes (tests shrink them).
     var tuning = MultiFetch.Tuning()

@@ -20,7 +20,8 @@ final class MultiFetch: @unchecked Sendable {
     // which `run` sets before it starts any thread.
 
     /// Default rule (documented in the README): this many connections when the server answers
-    /// ranges and at least `Tuning.autoThreshold` bytes remain; otherwise one.
+    /// ranges, at least `Tuning.autoThreshold` bytes remain, and one connection cannot keep
+    /// the pipeline busy (`ConnectionProbe`); otherwise one.
     static let autoConnections = 4
     static let maxConnections = 32
     /// The largest piece passed downstream at once (checkpoint barriers fall between pieces).
@@ -35,6 +36,12 @@ final class MultiFetch: @unchecked Sendable {
         var minimumSegment: UInt64 = 512 << 10
         var maximumSegment: UInt64 = 16 << 20
         var minimumSplit: UInt64 = 256 << 10
+        /// Bytes the head delivers alone, by default, before the probe judges whether the
+        /// network or the pipeline is the slower (and again after each such stretch).
+        var probeBytes: UInt64 = 8 << 20
+        /// More connections when the pipeline was busy for less than this share of a
+        /// stretch (1: always, 0: never — tests).
+        var busyShare = 0.5
     }
 
     private let source: HTTPSource
@@ -46,6 +53,9 @@ final class MultiFetch: @unchecked Sendable {
     private let workers = DispatchGroup()
     /// Set by `run` before any connection starts.
     private var deadline: Double?
+    /// By default, extra connections wait until the head shows that the network, not the
+    /// pipeline, is what the run waits for (the head's thread only, once set by its screen).
+    private var probe: ConnectionProbe?
 
     private struct Shared {
         /// Set once, by the head's first 200/206.
@@ -165,11 +175,27 @@ final class MultiFetch: @unchecked Sendable {
             }
             return nil
         }
+        if options.connections == nil {
+            // The default: one connection while it keeps the pipeline busy (on a fast
+            // network extra ones only cost CPU and memory); the plan waits for the probe.
+            probe = ConnectionProbe(total: total, wanted: wanted, stretch: tuning.probeBytes, busyShare: tuning.busyShare)
+        } else {
+            makePlan(from: start, total: total, wanted: wanted)
+        }
+        return nil
+    }
+
+    /// Cuts what remains from `start` into segments, the head's first; false if too little
+    /// remains to share.
+    @discardableResult
+    private func makePlan(from start: UInt64, total: UInt64, wanted: Int) -> Bool {
+        let tuning = options.tuning
         let size = min(max(UInt64(tuning.windowBytes / wanted), tuning.minimumSegment), tuning.maximumSegment)
-        guard var planner = SegmentPlanner(start: start, end: total, segmentSize: size, minimumSplit: tuning.minimumSplit),
+        guard start < total,
+            var planner = SegmentPlanner(start: start, end: total, segmentSize: size, minimumSplit: tuning.minimumSplit),
             let first = planner.take(), !planner.isExhausted
-        else { return nil }
-        let segments = 1 + (remaining - (first.end - first.start) + size - 1) / size
+        else { return false }
+        let segments = 1 + (total - start - (first.end - first.start) + size - 1) / size
         let count = Int(min(UInt64(wanted), segments))
         let window = ReorderWindow(capacity: tuning.windowBytes, base: start)
         shared.withLock {
@@ -178,8 +204,23 @@ final class MultiFetch: @unchecked Sendable {
             $0.headID = first.id
             $0.alive = count
         }
-        return nil
+        return true
     }
+
+    /// The head (no plan yet) handed `count` bytes to the pipeline, which took `busy`
+    /// seconds to accept them, and stands at `offset`: once the probe says the network is
+    /// the slower, what remains is planned from here and the next write starts the others.
+    fileprivate func headWrote(_ count: Int, busy: Double, at offset: UInt64) {
+        guard var probe else { return }
+        let verdict = probe.record(count, busy: busy, now: Monotonic.seconds())
+        self.probe = probe
+        guard verdict == .moreConnections else { return }
+        self.probe = nil
+        makePlan(from: offset, total: probe.total, wanted: probe.wanted)
+    }
+
+    /// Whether a probe is running (the head's thread).
+    fileprivate var probing: Bool { probe != nil }
 
     /// The other connections, started once the head's first bytes have moved (by then the
     /// validators every response is judged against are recorded).
@@ -302,7 +343,11 @@ private final class HeadSink: ByteSink, @unchecked Sendable {
 
     func write(_ bytes: UnsafeRawBufferPointer) throws {
         guard let (id, window) = fetch.headPlan else {
+            guard fetch.probing else { return try next.write(bytes) }
+            let began = Monotonic.seconds()
             try next.write(bytes)
+            offset += UInt64(bytes.count)
+            fetch.headWrote(bytes.count, busy: Monotonic.seconds() - began, at: offset)
             return
         }
         if !started {
