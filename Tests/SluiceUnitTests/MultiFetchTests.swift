@@ -90,11 +90,7 @@ final class MultiFetchTests: XCTestCase {
     /// (`busyShare` 1 says so whatever the timing), what remains is planned from where the
     /// head stands and four connections share it.
     func testDefaultIsFourConnectionsAtTheThresholdOnceTheNetworkIsTheSlower() throws {
-        var tuning = Self.tuning
-        tuning.autoThreshold = UInt64(Self.size)
-        tuning.probeBytes = 256 << 10
-        tuning.busyShare = 1
-        let (run, requests) = try fetch(options: Self.options(connections: nil, tuning: tuning))
+        let (run, requests) = try fetch(options: Self.options(connections: nil, tuning: Self.probing(stretch: 256 << 10, busyShare: 1)))
         XCTAssertNil(run.error)
         XCTAssertEqual(run.bytes, Self.body)
         XCTAssertEqual(run.events.connections.first, 4)
@@ -109,11 +105,7 @@ final class MultiFetchTests: XCTestCase {
 
     /// While the pipeline is the slower (`busyShare` 0: never enough), one connection does it all.
     func testDefaultStaysOnOneConnectionWhileThePipelineIsTheSlower() throws {
-        var tuning = Self.tuning
-        tuning.autoThreshold = UInt64(Self.size)
-        tuning.probeBytes = 64 << 10
-        tuning.busyShare = 0
-        let (run, requests) = try fetch(options: Self.options(connections: nil, tuning: tuning))
+        let (run, requests) = try fetch(options: Self.options(connections: nil, tuning: Self.probing(stretch: 64 << 10, busyShare: 0)))
         XCTAssertNil(run.error)
         XCTAssertEqual(run.bytes, Self.body)
         XCTAssertEqual(requests.count, 1)
@@ -293,6 +285,15 @@ final class MultiFetchTests: XCTestCase {
         tuning.minimumSplit = 16 << 10
         return tuning
     }()
+
+    /// The default (no N) at the threshold, with the probe's stretch and verdict rule set.
+    private static func probing(stretch: UInt64, busyShare: Double) -> MultiFetch.Tuning {
+        var tuning = Self.tuning
+        tuning.autoThreshold = UInt64(Self.size)
+        tuning.probeBytes = stretch
+        tuning.busyShare = busyShare
+        return tuning
+    }
 
     private static func options(
         connections: Int?, tuning: MultiFetch.Tuning = MultiFetchTests.tuning, stallTimeout: Double = 10
