@@ -112,14 +112,16 @@ final class MultiFetchTests: XCTestCase {
         XCTAssertTrue(run.events.connections.isEmpty)
     }
 
-    /// The probe's rule on given times: more connections once the pipeline took under half
-    /// of a stretch; a stretch where it took more is forgotten, the next one judged afresh.
+    /// The probe's rule on given times: more connections once the pipeline took under a
+    /// quarter of two stretches in a row; a stretch where it took more starts the count again.
     func testProbeJudgesEachStretch() {
         var probe = ConnectionProbe(total: 100 << 20, wanted: 4, stretch: 1000)
         XCTAssertEqual(probe.record(500, busy: 0, now: 10), .undecided, "the first write opens the stretch")
-        XCTAssertEqual(probe.record(1000, busy: 0.8, now: 11), .undecided, "busy 0.8 s of 1 s: the pipeline is the slower")
-        XCTAssertEqual(probe.record(400, busy: 0.1, now: 11.5), .undecided, "a stretch not yet full")
-        XCTAssertEqual(probe.record(600, busy: 0.1, now: 12), .moreConnections, "busy 0.2 s of 1 s")
+        XCTAssertEqual(probe.record(1000, busy: 0.1, now: 11), .undecided, "busy 0.1 s of 1 s: one slow stretch")
+        XCTAssertEqual(probe.record(1000, busy: 0.4, now: 12), .undecided, "busy 0.4 s of 1 s: the pipeline is the slower")
+        XCTAssertEqual(probe.record(1000, busy: 0.1, now: 13), .undecided, "one slow stretch again")
+        XCTAssertEqual(probe.record(400, busy: 0.05, now: 13.5), .undecided, "a stretch not yet full")
+        XCTAssertEqual(probe.record(600, busy: 0.05, now: 14), .moreConnections, "busy 0.1 s of 1 s, the second in a row")
         var never = ConnectionProbe(total: 1, wanted: 4, stretch: 1, busyShare: 0)
         XCTAssertEqual(never.record(1, busy: 0, now: 0), .undecided)
         XCTAssertEqual(never.record(1, busy: 0, now: 5), .undecided)

@@ -39,9 +39,9 @@ final class MultiFetch: @unchecked Sendable {
         /// Bytes the head delivers alone, by default, before the probe judges whether the
         /// network or the pipeline is the slower (and again after each such stretch).
         var probeBytes: UInt64 = 8 << 20
-        /// More connections when the pipeline was busy for less than this share of a
-        /// stretch (1: always, 0: never — tests).
-        var busyShare = 0.5
+        /// More connections when the pipeline was busy for less than this share of two
+        /// stretches in a row (1: always, 0: never — tests).
+        var busyShare = 0.25
     }
 
     private let source: HTTPSource
