@@ -148,6 +148,30 @@ final class MultiFetchTests: XCTestCase {
         XCTAssertTrue(run.events.connections.isEmpty)
     }
 
+    /// Resuming, the head's first answer is a 200 that ignored the Range (skipped up to the
+    /// checkpoint) and drops; the retry's 206 comes from further on. The plan must start where
+    /// the head stands, not at the checkpoint, or the bytes between are delivered twice.
+    func testPlanAfterASkipped200StartsWhereTheHeadStands() throws {
+        let offset = 1_000
+        for connections in [4, nil] {
+            var tuning = Self.tuning
+            if connections == nil {
+                tuning = Self.probing(stretch: 64 << 10, busyShare: 1)
+                tuning.autoThreshold = 1 << 20
+            }
+            let server = try FaultServer(
+                body: Self.body, fault: .init(perConnection: [1: .init(dropAfterBodyBytes: 200_000, ignoreRange: true)]))
+            defer { server.stop() }
+            let run = try FetchRun.run(
+                server.url(), options: Self.options(connections: connections, tuning: tuning),
+                resumeFrom: Self.checkpoint(server.url(), offset: offset))
+            XCTAssertNil(run.error, "connections=\(String(describing: connections))")
+            XCTAssertEqual(run.bytes.count, Self.size - offset, "connections=\(String(describing: connections))")
+            XCTAssertTrue(run.bytes == Array(Self.body[offset...]), "connections=\(String(describing: connections))")
+            XCTAssertEqual(run.events.connections.first, 4, "connections=\(String(describing: connections))")
+        }
+    }
+
     // MARK: Faults on single connections
 
     func testConnectionDroppedMidSegmentIsRetriedAtItsOffset() throws {
