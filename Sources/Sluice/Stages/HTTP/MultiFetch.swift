@@ -17,7 +17,8 @@ import Synchronization
 /// The source offset the pipeline sees is always the in-order point, so checkpoints are exact.
 final class MultiFetch: @unchecked Sendable {
     // @unchecked Sendable: every mutable field lives in `shared`, a Mutex, except `deadline`,
-    // which `run` sets before it starts any thread.
+    // which `run` sets before it starts any thread, and `probe`, which only the head's thread
+    // touches (its screen and its sink).
 
     /// Default rule (documented in the README): this many connections when the server answers
     /// ranges, at least `Tuning.autoThreshold` bytes remain, and one connection cannot keep
