@@ -112,6 +112,17 @@ final class MultiFetchTests: XCTestCase {
         XCTAssertTrue(run.events.connections.isEmpty)
     }
 
+    /// The probe says "more" with less than a segment left: nothing to share, so the head
+    /// goes on alone to the end, exactly.
+    func testProbeDecidingInTheLastStretchLeavesTheHeadAlone() throws {
+        let tuning = Self.probing(stretch: UInt64(Self.size - Self.segment / 2), busyShare: 1)
+        let (run, requests) = try fetch(options: Self.options(connections: nil, tuning: tuning))
+        XCTAssertNil(run.error)
+        XCTAssertEqual(run.bytes, Self.body)
+        XCTAssertEqual(requests.count, 1)
+        XCTAssertTrue(run.events.connections.isEmpty)
+    }
+
     /// The probe's rule on given times: more connections once the pipeline took under half
     /// of a stretch; a stretch where it took more is forgotten, the next one judged afresh.
     func testProbeJudgesEachStretch() {
