@@ -123,6 +123,19 @@ final class MultiFetchTests: XCTestCase {
         XCTAssertTrue(run.events.connections.isEmpty)
     }
 
+    /// The head drops around the probe's verdict (before, at, or just after the plan, before
+    /// the others start): its retry goes on from where it stands and every byte arrives once.
+    func testHeadDroppedAroundTheProbesVerdictIsExact() throws {
+        let tuning = Self.probing(stretch: 64 << 10, busyShare: 1)
+        for drop in stride(from: 60 << 10, through: 100 << 10, by: 5_000) {
+            let (run, _) = try fetch(
+                .init(perConnection: [1: .init(dropAfterBodyBytes: drop)]), options: Self.options(connections: nil, tuning: tuning))
+            XCTAssertNil(run.error, "drop after \(drop)")
+            XCTAssertTrue(run.bytes == Self.body, "drop after \(drop): \(run.bytes.count) bytes")
+            XCTAssertEqual(run.events.connections.first, 4, "drop after \(drop)")
+        }
+    }
+
     /// The probe's rule on given times: more connections once the pipeline took under half
     /// of a stretch; a stretch where it took more is forgotten, the next one judged afresh.
     func testProbeJudgesEachStretch() {
