@@ -112,6 +112,31 @@ final class MultiFetchTests: XCTestCase {
         XCTAssertTrue(run.events.connections.isEmpty)
     }
 
+    /// The probe says "more" with less than a segment left: nothing to share, so the head
+    /// goes on alone to the end, exactly.
+    func testProbeDecidingInTheLastStretchLeavesTheHeadAlone() throws {
+        let tuning = Self.probing(stretch: UInt64(Self.size - Self.segment / 2), busyShare: 1)
+        let (run, requests) = try fetch(options: Self.options(connections: nil, tuning: tuning))
+        XCTAssertNil(run.error)
+        XCTAssertEqual(run.bytes, Self.body)
+        XCTAssertEqual(requests.count, 1)
+        XCTAssertTrue(run.events.connections.isEmpty)
+    }
+
+    /// The head drops around the probe's verdict (two 64 KiB stretches after its first write:
+    /// before, at, or just after the plan, before
+    /// the others start): its retry goes on from where it stands and every byte arrives once.
+    func testHeadDroppedAroundTheProbesVerdictIsExact() throws {
+        let tuning = Self.probing(stretch: 64 << 10, busyShare: 1)
+        for drop in stride(from: 120 << 10, through: 170 << 10, by: 5_000) {
+            let (run, _) = try fetch(
+                .init(perConnection: [1: .init(dropAfterBodyBytes: drop)]), options: Self.options(connections: nil, tuning: tuning))
+            XCTAssertNil(run.error, "drop after \(drop)")
+            XCTAssertTrue(run.bytes == Self.body, "drop after \(drop): \(run.bytes.count) bytes")
+            XCTAssertEqual(run.events.connections.first, 4, "drop after \(drop)")
+        }
+    }
+
     /// The probe's rule on given times: more connections once the pipeline took under a
     /// quarter of two stretches in a row; a stretch where it took more starts the count again.
     func testProbeJudgesEachStretch() {
@@ -148,6 +173,30 @@ final class MultiFetchTests: XCTestCase {
         XCTAssertEqual(run.bytes, Array(Self.body[1_000...]))
         XCTAssertEqual(server.requests.count, 1)
         XCTAssertTrue(run.events.connections.isEmpty)
+    }
+
+    /// Resuming, the head's first answer is a 200 that ignored the Range (skipped up to the
+    /// checkpoint) and drops; the retry's 206 comes from further on. The plan must start where
+    /// the head stands, not at the checkpoint, or the bytes between are delivered twice.
+    func testPlanAfterASkipped200StartsWhereTheHeadStands() throws {
+        let offset = 1_000
+        for connections in [4, nil] {
+            var tuning = Self.tuning
+            if connections == nil {
+                tuning = Self.probing(stretch: 64 << 10, busyShare: 1)
+                tuning.autoThreshold = 1 << 20
+            }
+            let server = try FaultServer(
+                body: Self.body, fault: .init(perConnection: [1: .init(dropAfterBodyBytes: 200_000, ignoreRange: true)]))
+            defer { server.stop() }
+            let run = try FetchRun.run(
+                server.url(), options: Self.options(connections: connections, tuning: tuning),
+                resumeFrom: Self.checkpoint(server.url(), offset: offset))
+            XCTAssertNil(run.error, "connections=\(String(describing: connections))")
+            XCTAssertEqual(run.bytes.count, Self.size - offset, "connections=\(String(describing: connections))")
+            XCTAssertTrue(run.bytes == Array(Self.body[offset...]), "connections=\(String(describing: connections))")
+            XCTAssertEqual(run.events.connections.first, 4, "connections=\(String(describing: connections))")
+        }
     }
 
     // MARK: Faults on single connections

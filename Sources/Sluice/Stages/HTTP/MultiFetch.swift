@@ -17,7 +17,8 @@ import Synchronization
 /// The source offset the pipeline sees is always the in-order point, so checkpoints are exact.
 final class MultiFetch: @unchecked Sendable {
     // @unchecked Sendable: every mutable field lives in `shared`, a Mutex, except `deadline`,
-    // which `run` sets before it starts any thread.
+    // which `run` sets before it starts any thread, and `probe`, which only the head's thread
+    // touches (its screen and its sink).
 
     /// Default rule (documented in the README): this many connections when the server answers
     /// ranges, at least `Tuning.autoThreshold` bytes remain, and one connection cannot keep
@@ -98,8 +99,10 @@ final class MultiFetch: @unchecked Sendable {
         // A thread that cannot start is exit 6, not a wait for a head that never runs.
         try EngineThread.start("sluice.fetch.1") { [self] in
             do {
+                // Planned from where the head stands: a first answer that was refused, or a
+                // 200 that skipped to `start` and then dropped, leaves it past `start`.
                 try source.transfer(from: start, deadline: deadline, into: head, control: connectionControl) { [self] in
-                    plan(from: $0, start: start)
+                    plan(from: $0, start: head.offset)
                 }
             } catch {
                 result.withLock { $0 = error }
@@ -331,7 +334,8 @@ private final class RetiredBy {
 // @unchecked Sendable: handed to the head thread, the only one that ever calls it.
 private final class HeadSink: ByteSink, @unchecked Sendable {
     private let next: ByteSink
-    private var offset: UInt64
+    /// The source offset of the next byte the head passes on (the head's thread).
+    private(set) var offset: UInt64
     private unowned let fetch: MultiFetch
     private var started = false
 
@@ -343,11 +347,10 @@ private final class HeadSink: ByteSink, @unchecked Sendable {
 
     func write(_ bytes: UnsafeRawBufferPointer) throws {
         guard let (id, window) = fetch.headPlan else {
-            guard fetch.probing else { return try next.write(bytes) }
-            let began = Monotonic.seconds()
+            let began = fetch.probing ? Monotonic.seconds() : nil
             try next.write(bytes)
             offset += UInt64(bytes.count)
-            fetch.headWrote(bytes.count, busy: Monotonic.seconds() - began, at: offset)
+            if let began { fetch.headWrote(bytes.count, busy: Monotonic.seconds() - began, at: offset) }
             return
         }
         if !started {
