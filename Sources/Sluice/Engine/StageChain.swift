@@ -28,10 +28,11 @@ final class StageChain {
                 throw SluiceError.usage("the last stage must be a sink")
             }
             let sink = try makeSink(spec.sink, context, sinkState?.value)
-            if let terminal = sink as? any TerminalSink { notes += terminal.notices }
+            let terminal = sink as? any TerminalSink
+            notes += terminal?.notices ?? []
             var next: ByteSink = OutputMeter(next: sink, control: control)
             if options.threaded {
-                let relay = try Relay(next: next, control: control, name: spec.sink.name)
+                let relay = try Relay(next: next, control: control, name: spec.sink.name, bufferCount: terminal?.queueBuffers ?? 8)
                 built.append(relay)
                 next = relay
             }

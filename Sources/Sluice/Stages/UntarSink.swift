@@ -61,6 +61,12 @@ public final class UntarSink: TerminalSink, TarEventHandler {
 
     public static func partialPath(for directory: String) -> String { directory + ".sluice-part" }
 
+    /// Extraction goes at an uneven pace — a run of small files is a run of file creations,
+    /// a large file a run of plain writes — so the queue in front of it is deeper than the
+    /// default 2 MiB, which the inflater behind it filled and then waited on: 6 MiB measured
+    /// 1.92× the igzip pipeline against 1.84× in one A/B, for 4 MiB of RSS.
+    public var queueBuffers: Int { 24 }
+
     /// A fresh extraction (any stale partial tree is removed first), or one restored from
     /// a checkpoint: the partial tree must still be what the checkpoint describes.
     public init(

@@ -55,10 +55,13 @@ public protocol TerminalSink: ByteSink {
     func durability() throws -> (@Sendable () throws -> Void)?
     /// What a resume did to the output, for the user.
     var notices: [String] { get }
+    /// Buffers (256 KiB each) of the queue in front of the sink's thread, in a threaded run.
+    var queueBuffers: Int { get }
 }
 
 extension TerminalSink {
     public var notices: [String] { [] }
+    public var queueBuffers: Int { 8 }
 }
 
 extension TerminalSink {
