@@ -48,4 +48,27 @@ final class Audit3RegressionTests: XCTestCase {
         XCTAssertEqual(run.status, 2)
         XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: appended)), before, "exit 2 changes nothing, stdout's file included")
     }
+
+    /// stdout cannot take back what it wrote, so the checkpoint before the first byte must be
+    /// stored before that byte goes out: the checkpoint writer ran behind the sink, a kill
+    /// -9 before it caught up left bytes on `>> out` and no checkpoint, and the rerun
+    /// appended the whole stream after them (exit 0, 31 MB of garbage in front).
+    func testNoByteReachesStdoutBeforeTheFirstCheckpointIsStored() throws {
+        let input = dir + "/input", ck = dir + "/ck"
+        let data = makeTestData(count: 4 << 20, seed: 32)
+        try Data(data).write(to: URL(fileURLWithPath: input))
+        let pipe = Pipe()
+        let process = try StreamingProcess(
+            SluiceBinary.path, ["-q", "--checkpoint", ck, "read \(input) | stdout"], stdout: pipe.fileHandleForWriting)
+        try pipe.fileHandleForWriting.close()
+        // The first bytes on stdout: by now the checkpoint before them must be on disk.
+        let first = try XCTUnwrap(try pipe.fileHandleForReading.read(upToCount: 1))
+        let stored = CheckpointStore(path: ck).exists
+        process.signal(SIGKILL)
+        _ = process.wait()
+        XCTAssertEqual(first.count, 1)
+        XCTAssertTrue(stored, "a byte reached stdout before any checkpoint was stored")
+        let checkpoint = try XCTUnwrap(try CheckpointStore(path: ck).load())
+        XCTAssertEqual(checkpoint.source.offset, 0)
+    }
 }
