@@ -126,6 +126,8 @@ public final class XzDecoder: ForwardingSink {
     /// workers (for tests).
     private(set) var blocksStreamed = 0
     private(set) var blocksDecodedAhead = 0
+    /// Blocks decoded ahead that were handed over to the next stage without a copy (for tests).
+    private(set) var blocksHandedOver = 0
 
     /// Damage found on this thread lies after every queued block: a queued block's own
     /// failure is the one to report. Either way the workers stop.
@@ -379,7 +381,7 @@ public final class XzDecoder: ForwardingSink {
         try head.advance { bytes in
             outputOffset &+= UInt64(bytes.count)
             streamOutput &+= UInt64(bytes.count)
-            try next.write(bytes)
+            try XzWaits.time(.stageWritesHead) { try next.write(bytes) }
         }
         if head.isDone {
             self.head = nil
@@ -410,8 +412,17 @@ public final class XzDecoder: ForwardingSink {
         guard let output = job.output, !output.isEmpty else { return }
         outputOffset &+= UInt64(output.count)
         streamOutput &+= UInt64(output.count)
-        try next.write(UnsafeRawBufferPointer(output))
-        if let mapping = job.takeOutputMapping() { pool.recycle(mapping) }
+        try XzWaits.time(.stageHandsOn) {
+            // Lent whole to a sink on another thread: this thread goes on with the next head
+            // while the block is written (copying it waited for the sink, and the worker idled).
+            if let taker = next as? HandOverSink, let mapping = job.takeOutputMapping() {
+                try taker.write(handingOver: UnsafeRawBufferPointer(output), whenDone: pool.handOver(mapping))
+                blocksHandedOver += 1
+                return
+            }
+            try next.write(UnsafeRawBufferPointer(output))
+            if let mapping = job.takeOutputMapping() { pool.recycle(mapping) }
+        }
     }
 
     private func endBlock(storedCheck: UnsafeRawBufferPointer) throws {
@@ -473,6 +484,9 @@ public final class XzDecoder: ForwardingSink {
         guard paddingRun % 4 == 0 else {
             throw SluiceError.corruptData(format: "xz", offset: inputOffset, reason: "stream padding is not a multiple of four bytes")
         }
+        XzWaits.addThreadCPU(.stageCPU)
+        pool.shutdown()
+        XzWaits.report()
         try next.finish()
     }
 
