@@ -157,6 +157,7 @@ final class ZstdRestoreTests: XCTestCase {
         { s, _ in s.pending = Data(repeating: 0x41, count: 200_000) },
         { s, r in s.pending.append(UInt8.random(in: 0...255, using: &r)) },
         { s, _ in s.compressedOffset = 0 },
+        { s, _ in s.framesDone = .max },  // audit 3: overflowed `framesDone + 1` (SIGILL)
         { s, _ in s.skipRemaining = .max },
         { s, _ in s.frame = nil },
         { s, _ in _ = s.frame?.window.popLast() },

@@ -338,7 +338,11 @@ public final class ZstdDecoder: ForwardingSink {
         guard state.version == ZstdState.currentVersion else {
             throw ZstdFormatError("it has version \(state.version), this build reads version \(ZstdState.currentVersion)")
         }
-        guard state.framesDone >= 0, state.compressedOffset >= UInt64(state.pending.count) else {
+        // A frame takes at least 9 bytes (magic, descriptor, one size byte, a block header):
+        // a count beyond that is forged, and would overflow the messages' `framesDone + 1`.
+        guard state.framesDone >= 0, UInt64(state.framesDone) <= state.compressedOffset / 9,
+            state.compressedOffset >= UInt64(state.pending.count)
+        else {
             throw ZstdFormatError("its offsets are inconsistent")
         }
         phase = state.phase
