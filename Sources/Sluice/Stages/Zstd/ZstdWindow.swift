@@ -29,16 +29,16 @@ final class ZstdWindow {
 
     private static let hugePage = 2 << 20
 
-    /// Ring storage on 2 MiB boundaries, backed by huge pages where the kernel allows
-    /// (transparent huge pages in `madvise` mode, the Debian default). Match sources land
-    /// anywhere in a window of megabytes: with 4 KiB pages nearly every prefetch of one
-    /// missed the TLB and walked the page tables first (perf: ~20% of execution's samples
-    /// on the prefetch alone). A refusal only leaves the 4 KiB pages.
+    /// Ring storage on 2 MiB boundaries, its whole 2 MiB stretches backed by huge pages where
+    /// the kernel allows (transparent huge pages in `madvise` mode, the Debian default). Match
+    /// sources land anywhere in a window of megabytes: with 4 KiB pages nearly every prefetch
+    /// of one missed the TLB and walked the page tables first (perf: ~20% of execution's
+    /// samples on the prefetch alone). The tail past the last whole stretch keeps 4 KiB pages,
+    /// so the ring costs no more memory than before; a refusal only leaves the 4 KiB pages.
     private static func allocate(_ byteCount: Int) -> UnsafeMutableRawPointer {
         guard byteCount >= hugePage else { return .allocate(byteCount: byteCount, alignment: 64) }
-        let rounded = (byteCount + hugePage - 1) / hugePage * hugePage
-        let memory = UnsafeMutableRawPointer.allocate(byteCount: rounded, alignment: hugePage)
-        _ = madvise(memory, rounded, MADV_HUGEPAGE)
+        let memory = UnsafeMutableRawPointer.allocate(byteCount: byteCount, alignment: hugePage)
+        _ = madvise(memory, byteCount / hugePage * hugePage, MADV_HUGEPAGE)
         return memory
     }
 
