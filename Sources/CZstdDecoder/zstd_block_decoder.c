@@ -964,6 +964,42 @@ void zsd_xxh64_update(ZsdXXH64 *h, const uint8_t *p, size_t n) {
     h->buffered = (uint32_t)n;
 }
 
+void zsd_xxh64_update_copy(ZsdXXH64 *h, uint8_t *dst, const uint8_t *p, size_t n) {
+    if (h->buffered > 31) h->buffered = 0;  // only an edited state could hold this
+    if (h->buffered) {
+        // Complete the partial stripe the ordinary way first.
+        size_t fill = 32 - h->buffered;
+        if (fill > n) fill = n;
+        memcpy(dst, p, fill);
+        zsd_xxh64_update(h, p, fill);
+        dst += fill;
+        p += fill;
+        n -= fill;
+    }
+    // Now no bytes are buffered (or none are left): whole stripes are loaded once, stored
+    // to dst and mixed into the lanes.
+    uint64_t v0 = h->lanes[0], v1 = h->lanes[1], v2 = h->lanes[2], v3 = h->lanes[3];
+    const size_t stripes = n / 32;
+    for (size_t i = 0; i < stripes; i++) {
+        const uint64_t a = load64(p), b = load64(p + 8), c = load64(p + 16), e = load64(p + 24);
+        memcpy(dst, &a, 8);
+        memcpy(dst + 8, &b, 8);
+        memcpy(dst + 16, &c, 8);
+        memcpy(dst + 24, &e, 8);
+        v0 = xxh_round(v0, a);
+        v1 = xxh_round(v1, b);
+        v2 = xxh_round(v2, c);
+        v3 = xxh_round(v3, e);
+        p += 32;
+        dst += 32;
+    }
+    h->lanes[0] = v0; h->lanes[1] = v1; h->lanes[2] = v2; h->lanes[3] = v3;
+    h->total += stripes * 32;
+    n -= stripes * 32;
+    memcpy(dst, p, n);
+    zsd_xxh64_update(h, p, n);  // under a stripe: buffered
+}
+
 uint64_t zsd_xxh64_digest(const ZsdXXH64 *h) {
     uint64_t acc;
     if (h->total >= 32) {

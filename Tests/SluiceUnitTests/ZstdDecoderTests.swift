@@ -189,6 +189,44 @@ final class ZstdDecoderTests: XCTestCase {
             i = end
         }
         XCTAssertEqual(whole.low32, parts.low32)
+
+        // Hashing while copying agrees too, and copies every byte, from any partial stripe.
+        var copying = ZstdChecksum()
+        var copy = [UInt8](repeating: 0, count: data.count)
+        i = 0
+        while i < data.count {
+            let end = min(data.count, i + 1 + (i * 7) % 97)
+            copy.withUnsafeMutableBytes { out in
+                data[i..<end].withUnsafeBytes { copying.update($0, copyingTo: out.baseAddress! + i) }
+            }
+            i = end
+        }
+        XCTAssertEqual(copying.digest, whole.digest)
+        XCTAssertEqual(copy, data)
+    }
+
+    /// Into a sink that lends its buffers (as a relay does), the output is hashed while it is
+    /// copied into them: the same bytes come out, and a wrong checksum is still refused.
+    func testOutputIntoLentBuffers() throws {
+        let dir = try makeTemporaryDirectory(self)
+        for (name, plain) in Self.samples() {
+            let zst = try zstdCompress(plain, "-19", in: dir)
+            for planAhead in [false, true] {
+                let sink = LendingSink(room: 20_000)
+                let decoder = try ZstdDecoder(next: sink, planAhead: planAhead)
+                try write(zst, to: decoder, chunk: 7000)
+                try decoder.finish()
+                XCTAssertTrue(sink.bytes == plain, "\(name) planAhead \(planAhead)")
+                XCTAssertGreaterThan(sink.lent, 0)
+            }
+            var damaged = zst
+            damaged[damaged.count - 1] ^= 0x40  // the stored checksum's last byte
+            let decoder = try ZstdDecoder(next: LendingSink(room: 20_000))
+            XCTAssertThrowsError(try write(damaged, to: decoder, chunk: 7000), name) { error in
+                guard case SluiceError.corruptData(_, _, let reason)? = error as? SluiceError else { return XCTFail("\(error)") }
+                XCTAssertTrue(reason.contains("checksum mismatch"), reason)
+            }
+        }
     }
 
     private func xxh64(_ bytes: [UInt8]) -> UInt64 {
@@ -208,4 +246,24 @@ final class ZstdDecoderTests: XCTestCase {
             XCTAssertTrue(reason.contains(words), "\(reason) — expected “\(words)”", file: file, line: line)
         }
     }
+}
+
+/// Collects what it is given and lends buffers of `room` bytes, as a relay does.
+private final class LendingSink: BufferLendingSink {
+    private(set) var bytes: [UInt8] = []
+    private(set) var lent = 0
+    private let buffer: UnsafeMutableRawBufferPointer
+
+    init(room: Int) { buffer = .allocate(byteCount: room, alignment: 64) }
+    deinit { buffer.deallocate() }
+
+    func borrowBuffer() throws -> UnsafeMutableRawBufferPointer {
+        lent += 1
+        return buffer
+    }
+
+    func commitBorrowed(_ count: Int) { bytes.append(contentsOf: buffer.prefix(count)) }
+    func write(_ bytes: UnsafeRawBufferPointer) throws { self.bytes.append(contentsOf: bytes) }
+    func barrier(_ cut: Cut) throws {}
+    func finish() throws {}
 }

@@ -112,6 +112,9 @@ typedef struct ZsdXXH64 {
 
 void zsd_xxh64_reset(ZsdXXH64 *h);
 void zsd_xxh64_update(ZsdXXH64 *h, const uint8_t *bytes, size_t count);
+/// zsd_xxh64_update that also copies the bytes to `dst` (not overlapping them), reading
+/// each byte once: the stage hashes its output while it moves it into the next stage's buffer.
+void zsd_xxh64_update_copy(ZsdXXH64 *h, uint8_t *dst, const uint8_t *bytes, size_t count);
 uint64_t zsd_xxh64_digest(const ZsdXXH64 *h);
 
 #endif

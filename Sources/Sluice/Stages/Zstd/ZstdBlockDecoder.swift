@@ -93,6 +93,13 @@ struct ZstdChecksum {
         zsd_xxh64_update(&state, base.assumingMemoryBound(to: UInt8.self), bytes.count)
     }
 
+    /// `update`, copying the bytes to `destination` (room for `bytes.count`) on the way.
+    mutating func update(_ bytes: UnsafeRawBufferPointer, copyingTo destination: UnsafeMutableRawPointer) {
+        guard let base = bytes.baseAddress else { return }
+        zsd_xxh64_update_copy(
+            &state, destination.assumingMemoryBound(to: UInt8.self), base.assumingMemoryBound(to: UInt8.self), bytes.count)
+    }
+
     var digest: UInt64 {
         var copy = state
         return zsd_xxh64_digest(&copy)

@@ -72,8 +72,13 @@ final class ZstdBlockPlanner: @unchecked Sendable {
     /// Worker threads alive in the process (tests check that they all stop).
     static let liveWorkers = Atomic<Int>(0)
 
-    init(useWorker: Bool = ProcessInfo.processInfo.activeProcessorCount > 1) {
+    /// Unplanned jobs queued before the worker is woken (the stage wakes it anyway before
+    /// it waits for a plan).
+    private let wakeBatch: Int
+
+    init(useWorker: Bool = ProcessInfo.processInfo.activeProcessorCount > 1, wakeBatch: Int = 1) {
         self.useWorker = useWorker
+        self.wakeBatch = max(1, wakeBatch)
     }
 
     deinit { shutdown() }
@@ -112,7 +117,7 @@ final class ZstdBlockPlanner: @unchecked Sendable {
         everQueued = true
         condition.lock()
         jobs.append(job)
-        condition.broadcast()
+        if wakeBatch == 1 || jobs.count(where: { $0.progress == .queued }) >= wakeBatch { condition.broadcast() }
         condition.unlock()
     }
 
@@ -136,6 +141,7 @@ final class ZstdBlockPlanner: @unchecked Sendable {
                 head.progress = .planned
                 condition.broadcast()
             case .queued, .planning:
+                condition.broadcast()  // the worker may sleep on a batch not yet full
                 condition.wait()
             }
         }
