@@ -186,14 +186,17 @@ int cxz_lzma_decode(cxz_lzma *m, cxz_window *w, const uint8_t *in, size_t in_siz
                 } else {
                     uint32_t high = 0;
                     for (uint32_t i = 0; i < direct - 4; i++) {
+                        // A fixed-probability bit: 1 when code - range/2 stays below 2^31.
                         range >>= 1;
-                        code -= range;
-                        const uint32_t t = 0u - (code >> 31);
-                        code += range & t;
-                        high = (high << 1) + (t + 1);
+                        const uint32_t d = code - range, neg = d >> 31;
+                        code = UNPREDICTABLE(neg) ? code : d;
+                        high = (high << 1) + (neg ^ 1);
                         NORMALIZE_NB
                     }
                     dist += high << 4;
+                    // The match's source is known but for the 4 align bits: fetch it while they decode.
+                    __builtin_prefetch((const void *)((uintptr_t)out - dist - 16));
+                    __builtin_prefetch((const void *)((uintptr_t)out - dist - 1));
                     REVERSE_TREE(probs + CXZ_ALIGN, 4, dist);
                     if (dist == 0xFFFFFFFFu) { err = CXZ_ERR_END_MARK; break; }
                 }
@@ -232,7 +235,15 @@ int cxz_lzma_decode(cxz_lzma *m, cxz_window *w, const uint8_t *in, size_t in_siz
         if (len > (size_t)(oend - out)) { err = CXZ_ERR_OVERRUN; break; }
         const uint8_t *src = out - (ptrdiff_t)rep0 - 1;
         uint8_t *const stop = out + len;
-        if (rep0 >= 15) {
+        if (rep0 >= 31) {
+            // 32 bytes at once, then 16 at a time: each read lies wholly before the bytes being
+            // written; the copy may run up to 30 bytes past the match, into CXZ_OUTPUT_SLACK.
+            memcpy(out, src, 16);
+            memcpy(out + 16, src + 16, 16);
+            out += 32; src += 32;
+            while (out < stop) { memcpy(out, src, 16); out += 16; src += 16; }
+            out = stop;
+        } else if (rep0 >= 15) {
             // Sixteen bytes at a time: each read lies wholly before the bytes being written;
             // the last step may run up to 15 bytes past the match, into CXZ_OUTPUT_SLACK.
             do { memcpy(out, src, 16); out += 16; src += 16; } while (out < stop);
