@@ -43,34 +43,66 @@ void cxz_lzma_reset(cxz_lzma *m) {
 #define UNPREDICTABLE(x) (x)
 #endif
 
-// A literal's bit without a branch on its value: literal bits are close to random, so a
-// mispredicted branch costs more than computing both outcomes. The update is BIT's: for a 0,
-// prob + ((2048 - prob) >> 5) equals prob - ((prob - 2017) >> 5) with an arithmetic shift.
-#define LIT_BIT(p, sym) do { \
-        uint32_t prob_ = *(p); \
-        uint32_t bound_ = (range >> PROB_BITS) * prob_; \
-        uint32_t one_ = code >= bound_; \
-        uint32_t m_ = 0u - one_; \
+// A bit of a literal or a bit tree, without a branch on its value: these bits are close to
+// random, so a mispredicted branch costs more than computing both outcomes. The update is
+// BIT's: for a 0, prob + ((2048 - prob) >> 5) equals prob - ((prob - 2017) >> 5) with an
+// arithmetic shift. `pv` holds *p, loaded ahead; `c0`/`c1` are the probabilities of the two
+// nodes the bit can lead to, also loaded ahead, so the next bit does not wait for a load
+// whose address depends on this one.
+// Hides a value's origin from the compiler, which would otherwise turn "one ? c1 : c0" of two
+// loads back into one load from a selected address, the very wait the early loads avoid.
+#define OPAQUE(x) __asm__("" : "+r"(x))
+
+#define TREE_BIT(p, pv, c0, c1, sym) do { \
+        const uint32_t bound_ = (range >> PROB_BITS) * (pv); \
+        const uint32_t one_ = code >= bound_; \
+        const uint32_t m_ = 0u - one_; \
         code -= bound_ & m_; \
         range = UNPREDICTABLE(one_) ? range - bound_ : bound_; \
-        *(p) = (uint16_t)(prob_ - (uint32_t)((int32_t)(prob_ - (~m_ & (PROB_ONE - 31))) >> MOVE_BITS)); \
+        *(p) = (uint16_t)((pv) - (uint32_t)((int32_t)((pv) - (~m_ & (PROB_ONE - 31))) >> MOVE_BITS)); \
         sym = (sym << 1) + one_; \
+        pv = UNPREDICTABLE(one_) ? (c1) : (c0); \
         NORMALIZE_NB \
+    } while (0)
+
+// Bit tree of n bits, most significant first, `sym` from 1 to 2^n + its bits. The last bit
+// loads no children (they would lie past the tree).
+#define TREE_BITS(t, n, sym) do { \
+        uint16_t *const t_ = (t); \
+        uint32_t pv_ = t_[1]; \
+        for (int i_ = 0; i_ < (n) - 1; i_++) { \
+            uint32_t c0_ = t_[2 * sym], c1_ = t_[2 * sym + 1]; \
+            OPAQUE(c0_); OPAQUE(c1_); \
+            TREE_BIT(&t_[sym], pv_, c0_, c1_, sym); \
+        } \
+        TREE_BIT(&t_[sym], pv_, 0, 0, sym); \
     } while (0)
 
 // Bit tree of n bits, most significant first; result in 0..<2^n.
 #define TREE(base, n, out) do { \
-        uint16_t *const t_ = (base); \
         uint32_t s_ = 1; \
-        for (int i_ = 0; i_ < (n); i_++) LIT_BIT(&t_[s_], s_); \
+        TREE_BITS(base, n, s_); \
         out = s_ - (1u << (n)); \
     } while (0)
 
 // Bit tree read least significant bit first, added into `out`.
 #define REVERSE_TREE(base, n, out) do { \
-        uint16_t *const t_ = (base); \
-        uint32_t s_ = 1, b_; \
-        for (int i_ = 0; i_ < (n); i_++) { LIT_BIT(&t_[s_], s_); b_ = s_ & 1; out |= b_ << i_; } \
+        uint32_t s_ = 1; \
+        TREE_BITS(base, n, s_); \
+        for (int i_ = 0; i_ < (n); i_++) out |= ((s_ >> ((n) - 1 - i_)) & 1) << i_; \
+    } while (0)
+
+// One bit of a matched literal. `mb` holds the match byte shifted so that this bit's match
+// bit is 0x100; `offs` is 0x100 while the decoded bits agree with the match byte, else 0.
+// A 1 keeps `offs` only if the match bit was 1 (offs1 = mbit), a 0 only if it was 0.
+#define MATCHED_BIT() do { \
+        const uint32_t mbit_ = mb & offs, offs0_ = offs ^ mbit_; \
+        uint16_t *const p_ = &lit[offs + mbit_ + sym]; \
+        mb <<= 1; \
+        uint32_t c0_ = lit[offs0_ + (mb & offs0_) + 2 * sym], c1_ = lit[mbit_ + (mb & mbit_) + 2 * sym + 1]; \
+        OPAQUE(c0_); OPAQUE(c1_); \
+        TREE_BIT(p_, pv, c0_, c1_, sym); \
+        offs = UNPREDICTABLE(sym & 1) ? mbit_ : offs0_; \
     } while (0)
 
 #define LENGTH(coder, pos_state, out) do { \
@@ -121,16 +153,15 @@ int cxz_lzma_decode(cxz_lzma *m, cxz_window *w, const uint8_t *in, size_t in_siz
                 // Matched literal: while the bits agree with the byte at rep0 they select the
                 // matched probabilities (offset 0x100 or 0x200); after the first disagreement
                 // `offs` becomes 0 and the rest are plain literal bits.
-                uint32_t match_byte = out[-(ptrdiff_t)rep0 - 1];
+                // Both probabilities the next bit may use are loaded ahead, as in TREE_BITS.
+                uint32_t mb = (uint32_t)out[-(ptrdiff_t)rep0 - 1] << 1;
                 uint32_t offs = 0x100;
-                for (int i = 0; i < 8; i++) {
-                    match_byte <<= 1;
-                    const uint32_t mbit = match_byte & offs;
-                    LIT_BIT(&lit[offs + mbit + sym], sym);
-                    offs &= mbit ^ ~(0u - (sym & 1));
-                }
+                uint32_t pv = lit[offs + (mb & offs) + 1];
+                MATCHED_BIT(); MATCHED_BIT(); MATCHED_BIT(); MATCHED_BIT();
+                MATCHED_BIT(); MATCHED_BIT(); MATCHED_BIT();
+                TREE_BIT(&lit[offs + (mb & offs) + sym], pv, 0, 0, sym);
             } else {
-                for (int i = 0; i < 8; i++) LIT_BIT(&lit[sym], sym);
+                TREE_BITS(lit, 8, sym);
             }
             *out++ = (uint8_t)sym;
             state = after_literal(state);
@@ -155,14 +186,17 @@ int cxz_lzma_decode(cxz_lzma *m, cxz_window *w, const uint8_t *in, size_t in_siz
                 } else {
                     uint32_t high = 0;
                     for (uint32_t i = 0; i < direct - 4; i++) {
+                        // A fixed-probability bit: 1 when code - range/2 stays below 2^31.
                         range >>= 1;
-                        code -= range;
-                        const uint32_t t = 0u - (code >> 31);
-                        code += range & t;
-                        high = (high << 1) + (t + 1);
-                        NORMALIZE
+                        const uint32_t d = code - range, neg = d >> 31;
+                        code = UNPREDICTABLE(neg) ? code : d;
+                        high = (high << 1) + (neg ^ 1);
+                        NORMALIZE_NB
                     }
                     dist += high << 4;
+                    // The match's source is known but for the 4 align bits: fetch it while they decode.
+                    __builtin_prefetch((const void *)((uintptr_t)out - dist - 16));
+                    __builtin_prefetch((const void *)((uintptr_t)out - dist - 1));
                     REVERSE_TREE(probs + CXZ_ALIGN, 4, dist);
                     if (dist == 0xFFFFFFFFu) { err = CXZ_ERR_END_MARK; break; }
                 }
@@ -201,7 +235,15 @@ int cxz_lzma_decode(cxz_lzma *m, cxz_window *w, const uint8_t *in, size_t in_siz
         if (len > (size_t)(oend - out)) { err = CXZ_ERR_OVERRUN; break; }
         const uint8_t *src = out - (ptrdiff_t)rep0 - 1;
         uint8_t *const stop = out + len;
-        if (rep0 >= 15) {
+        if (rep0 >= 31) {
+            // 32 bytes at once, then 16 at a time: each read lies wholly before the bytes being
+            // written; the copy may run up to 30 bytes past the match, into CXZ_OUTPUT_SLACK.
+            memcpy(out, src, 16);
+            memcpy(out + 16, src + 16, 16);
+            out += 32; src += 32;
+            while (out < stop) { memcpy(out, src, 16); out += 16; src += 16; }
+            out = stop;
+        } else if (rep0 >= 15) {
             // Sixteen bytes at a time: each read lies wholly before the bytes being written;
             // the last step may run up to 15 bytes past the match, into CXZ_OUTPUT_SLACK.
             do { memcpy(out, src, 16); out += 16; src += 16; } while (out < stop);
