@@ -40,3 +40,9 @@ static const long SLUICE_UTIME_OMIT = UTIME_OMIT;
 static inline int sluice_name_this_thread(const char *name) {
     return pthread_setname_np(pthread_self(), name);
 }
+
+#include <string.h>
+// memmem (a GNU extension, hidden from the Glibc module): a linear-time substring search.
+static inline void *sluice_memmem(const void *haystack, size_t haystackLength, const void *needle, size_t needleLength) {
+    return memmem(haystack, haystackLength, needle, needleLength);
+}
