@@ -10,35 +10,18 @@ import XCTest
 /// would change that file), is refused (exit 2) — never exit 0 with a tree that differs
 /// from GNU tar's.
 final class UntarLinkTrustTests: XCTestCase {
-    private var dir = ""
-    private var tar = "", out = "", ref = ""
+    private var fixture: UntarTrustFixture!
+    private var dir: String { fixture.dir }
+    private var spec: String { fixture.spec }
+    private var part: String { fixture.part }
 
     override func setUpWithError() throws {
-        dir = try makeMemoryTemporaryDirectory(self)
-        setenv("SLUICE_STATE_DIR", dir + "/state", 1)
-        addTeardownBlock { unsetenv("SLUICE_STATE_DIR") }
-        tar = dir + "/a.tar"
-        out = dir + "/out"
-        ref = dir + "/ref"
-        let src = dir + "/src"
-        try FileManager.default.createDirectory(atPath: src + "/sub", withIntermediateDirectories: true)
-        try Data(makeTestData(count: 3000, seed: 7)).write(to: URL(fileURLWithPath: src + "/sub/a"))
-        try Data(makeTestData(count: 3 << 20, seed: 8)).write(to: URL(fileURLWithPath: src + "/big"))
-        let made = try shell(
-            "cd \(src) && printf same > sub/same1 && printf same > sub/same2 && touch -d 2020-01-01 sub/same1 sub/same2"
-                + " && ln sub/a sub/link && tar --sort=name -cf \(tar) sub big && mkdir \(ref) && tar -xf \(tar) -C \(ref)")
-        XCTAssertEqual(made.status, 0, made.output)
-    }
-
-    private var spec: String { "read \(tar) | untar \(out)" }
-    private var part: String { out + ".sluice-part" }
-
-    /// Stopped in-process at the first progress event: the checkpoint stands inside `big`.
-    private func interruptedRun() throws {
-        for path in [out, out + ".sluice", part] { TreeRemover.remove(path) }
-        let checkpoint = try runCancelledAtFirstProgress(spec, checkpoint: out + ".sluice")
-        let state = try XCTUnwrap(checkpoint.stages.lazy.compactMap { $0.as(UntarState.self) }.first)
-        XCTAssertEqual(state.current.map { String(decoding: $0.path.bytes, as: UTF8.self) }, "big")
+        fixture = try UntarTrustFixture(
+            self,
+            files: [.init(path: "sub/a", size: 3000, seed: 7), .init(path: "big", size: UntarTrustFixture.bigSize, seed: 8)],
+            prepare: "printf same > sub/same1 && printf same > sub/same2 && touch -d 2020-01-01 sub/same1 sub/same2"
+                + " && ln sub/a sub/link",
+            tarOptions: "--sort=name", members: "sub big")
     }
 
     func testChangedHardLinksAreRefused() throws {
@@ -59,7 +42,7 @@ final class UntarLinkTrustTests: XCTestCase {
             ("a linked pair split into copies", "sub/", "rm \(part)/sub/link && cp -p \(part)/sub/a \(part)/sub/link"),
         ]
         for change in changes {
-            try interruptedRun()
+            try fixture.interruptedRun()
             try? FileManager.default.removeItem(atPath: outsideFile)
             let edited = try shell(change.command)
             XCTAssertEqual(edited.status, 0, "\(change.what): \(edited.output)")
@@ -67,18 +50,18 @@ final class UntarLinkTrustTests: XCTestCase {
             XCTAssertEqual(result.status, 2, "\(change.what): \(result.stderr)")
             XCTAssertTrue(result.stderr.contains("\(part): '\(change.member)"), "\(change.what): \(result.stderr)")
             XCTAssertTrue(result.stderr.contains("hard link"), "\(change.what): \(result.stderr)")
-            XCTAssertFalse(FileManager.default.fileExists(atPath: out), change.what)
+            XCTAssertFalse(FileManager.default.fileExists(atPath: fixture.out), change.what)
             let restarted = try SluiceBinary.run(["-q", "--restart", spec])
             XCTAssertEqual(restarted.status, 0, "\(change.what): \(restarted.stderr)")
-            XCTAssertEqual(treeDifferences(treeSnapshot(ref), treeSnapshot(out)), [], change.what)
+            fixture.assertTreeIsTheArchives(change.what)
         }
     }
 
     /// The archive's own hard links resume untouched (a link is not a difference).
     func testUntouchedLinksResume() throws {
-        try interruptedRun()
+        try fixture.interruptedRun()
         let result = try SluiceBinary.run(["-q", spec])
         XCTAssertEqual(result.status, 0, result.stderr)
-        XCTAssertEqual(treeDifferences(treeSnapshot(ref), treeSnapshot(out)), [])
+        fixture.assertTreeIsTheArchives()
     }
 }

@@ -8,38 +8,24 @@ import XCTest
 /// records the member's size, and a resume requires the bytes written plus the bytes the
 /// reader still expects to make it (with the reader's block arithmetic) — else it refuses.
 final class UntarResumeTrustTests: XCTestCase {
-    private var dir = ""
-    private var tar = "", out = "", ref = ""
+    private var fixture: UntarTrustFixture!
+    private var spec: String { fixture.spec }
+    private var out: String { fixture.out }
 
     override func setUpWithError() throws {
-        dir = try makeMemoryTemporaryDirectory(self)
-        setenv("SLUICE_STATE_DIR", dir + "/state", 1)
-        addTeardownBlock { unsetenv("SLUICE_STATE_DIR") }
-        tar = dir + "/a.tar"
-        out = dir + "/out"
-        ref = dir + "/ref"
-        try FileManager.default.createDirectory(atPath: dir + "/src/sub", withIntermediateDirectories: true)
         // The big file first: the run is stopped in the middle of its data.
-        try Data(makeTestData(count: 3 << 20, seed: 21)).write(to: URL(fileURLWithPath: dir + "/src/big"))
-        try Data(makeTestData(count: 5000, seed: 22)).write(to: URL(fileURLWithPath: dir + "/src/sub/small"))
-        XCTAssertEqual(try shell("tar -cf \(tar) -C \(dir)/src big sub && mkdir \(ref) && tar -xf \(tar) -C \(ref)").status, 0)
+        fixture = try UntarTrustFixture(
+            self,
+            files: [.init(path: "big", size: UntarTrustFixture.bigSize, seed: 21), .init(path: "sub/small", size: 5000, seed: 22)],
+            members: "big sub")
     }
 
-    private var spec: String { "read \(tar) | untar \(out)" }
-
-    /// Stops the run in-process at its first progress event (in the source's first write):
-    /// the final barrier records the untar stage inside `big`.
     private func interruptedRun() throws -> Checkpoint {
-        let checkpoint = try runCancelledAtFirstProgress(spec, checkpoint: out + ".sluice")
-        let state = try XCTUnwrap(checkpoint.stages.lazy.compactMap { $0.as(UntarState.self) }.first)
-        let current = try XCTUnwrap(state.current, "the run stopped outside big's data")
-        XCTAssertGreaterThan(current.written, 0)
-        XCTAssertEqual(current.size, 3 << 20)
-        return checkpoint
+        try fixture.interruptedRun().0
     }
 
     private func assertTreeIsComplete(file: StaticString = #filePath, line: UInt = #line) {
-        XCTAssertEqual(treeDifferences(treeSnapshot(ref), treeSnapshot(out)), [], file: file, line: line)
+        fixture.assertTreeIsTheArchives(file: file, line: line)
     }
 
     /// The case: `written` set to 0 made the resume cut the file to nothing and
@@ -53,7 +39,7 @@ final class UntarResumeTrustTests: XCTestCase {
         XCTAssertTrue(result.stderr.contains("do not make the member's size"), result.stderr)
         XCTAssertFalse(FileManager.default.fileExists(atPath: out))
         // The untouched checkpoint still resumes (nothing was changed by the refusal).
-        let pristine = try interruptedRunAgain()
+        let pristine = try interruptedRun()
         try CheckpointStore(path: out + ".sluice").save(pristine)
         let resumed = try SluiceBinary.run(["-q", spec])
         XCTAssertEqual(resumed.status, 0, resumed.stderr)
@@ -65,7 +51,7 @@ final class UntarResumeTrustTests: XCTestCase {
     func testEditedPositionsNeverGiveAWrongTree() throws {
         var rng = SeededRandom(seed: 31)
         let pristine = try interruptedRun()
-        let partial = dir + "/partial-copy"
+        let partial = fixture.dir + "/partial-copy"
         XCTAssertEqual(try shell("cp -a \(out).sluice-part \(partial)").status, 0)
         var refused = 0
         for _ in 0..<24 {
@@ -83,10 +69,5 @@ final class UntarResumeTrustTests: XCTestCase {
             }
         }
         XCTAssertGreaterThan(refused, 12, "most position edits contradict the rest of the state")
-    }
-
-    private func interruptedRunAgain() throws -> Checkpoint {
-        XCTAssertEqual(try shell("rm -rf \(out) \(out).sluice \(out).sluice-part").status, 0)
-        return try interruptedRun()
     }
 }

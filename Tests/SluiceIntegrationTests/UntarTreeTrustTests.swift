@@ -11,45 +11,33 @@ import XCTest
 /// touched; `--restart` then extracts the archive's tree. And a checkpoint left beside a
 /// completed DIR is recognised and explained.
 final class UntarTreeTrustTests: XCTestCase {
-    private var dir = ""
-    private var tar = "", out = "", ref = "", outside = ""
+    private var fixture: UntarTrustFixture!
+    private var dir: String { fixture.dir }
+    private var spec: String { fixture.spec }
+    private var out: String { fixture.out }
+    private var part: String { fixture.part }
+    private var outside: String { dir + "/outside" }
 
     override func setUpWithError() throws {
-        dir = try makeMemoryTemporaryDirectory(self)
-        setenv("SLUICE_STATE_DIR", dir + "/state", 1)
-        addTeardownBlock { unsetenv("SLUICE_STATE_DIR") }
-        tar = dir + "/a.tar"
-        out = dir + "/out"
-        ref = dir + "/ref"
-        outside = dir + "/outside"
-        let src = dir + "/src"
-        try FileManager.default.createDirectory(atPath: src + "/sub/deep", withIntermediateDirectories: true)
-        for (i, name) in ["sub/a", "sub/b", "sub/c", "sub/d", "sub/deep/e"].enumerated() {
-            try Data(makeTestData(count: 2000 + 100 * i, seed: UInt64(40 + i))).write(to: URL(fileURLWithPath: src + "/" + name))
+        let small = ["sub/a", "sub/b", "sub/c", "sub/d", "sub/deep/e"].enumerated().map {
+            UntarTrustFixture.File(path: $0.element, size: 2000 + 100 * $0.offset, seed: UInt64(40 + $0.offset))
         }
         // The big file last: the run is stopped in the middle of its data, after the others.
-        try Data(makeTestData(count: 3 << 20, seed: 41)).write(to: URL(fileURLWithPath: src + "/big"))
+        fixture = try UntarTrustFixture(
+            self, files: small + [.init(path: "big", size: UntarTrustFixture.bigSize, seed: 41)], tarOptions: "--sort=name",
+            members: "sub big")
         try Data("outside".utf8).write(to: URL(fileURLWithPath: outside))
         try FileManager.default.createDirectory(atPath: dir + "/outside-dir", withIntermediateDirectories: true)
-        let made = try shell("tar --sort=name -cf \(tar) -C \(src) sub big && mkdir \(ref) && tar -xf \(tar) -C \(ref)")
-        XCTAssertEqual(made.status, 0, made.output)
     }
 
-    private var spec: String { "read \(tar) | untar \(out)" }
-    private var part: String { out + ".sluice-part" }
-
-    /// Stopped in-process at the first progress event: the checkpoint stands inside `big`,
-    /// with the members before it finished.
+    /// The checkpoint stands inside `big`, with the members before it finished.
     private func interruptedRun() throws {
-        for path in [out, out + ".sluice", part] { TreeRemover.remove(path) }
-        let checkpoint = try runCancelledAtFirstProgress(spec, checkpoint: out + ".sluice")
-        let state = try XCTUnwrap(checkpoint.stages.lazy.compactMap { $0.as(UntarState.self) }.first)
-        XCTAssertEqual(state.current.map { String(decoding: $0.path.bytes, as: UTF8.self) }, "big", "the run stopped outside big's data")
+        let (_, state) = try fixture.interruptedRun()
         XCTAssertEqual(TreeLedger.decode([UInt8](state.tree))?.count, 7, "sub, its four files, sub/deep and sub/deep/e")
     }
 
     private func assertTreeIsTheArchives(_ what: String, file: StaticString = #filePath, line: UInt = #line) {
-        XCTAssertEqual(treeDifferences(treeSnapshot(ref), treeSnapshot(out)), [], what, file: file, line: line)
+        fixture.assertTreeIsTheArchives(what, file: file, line: line)
     }
 
     private func assertOutsideUntouched(_ what: String, file: StaticString = #filePath, line: UInt = #line) {

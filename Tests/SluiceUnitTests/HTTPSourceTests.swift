@@ -185,6 +185,31 @@ final class HTTPSourceTests: XCTestCase {
         }
     }
 
+    /// Without ETag or Last-Modified only the length can show the content unchanged: the
+    /// resume goes on, and says so once; with a validator it says nothing.
+    func testResumeOnTheLengthAloneIsNoticed() throws {
+        try withFaultServer(
+            body: Self.body,
+            fault: {
+                $0.sendETag = false
+                $0.sendLastModified = false
+            }
+        ) { server in
+            var saved = Self.checkpoint(server.url(), offset: 60_000)
+            saved.etag = nil
+            saved.lastModified = nil
+            let run = try fetch(server.url(), resumeFrom: saved)
+            XCTAssertNil(run.error)
+            XCTAssertEqual(run.sink.bytes, Array(Self.body[60_000...]))
+            XCTAssertEqual(run.events.notices.filter { $0.contains("only the length") }.count, 1, "\(run.events.notices)")
+        }
+        try withFaultServer(body: Self.body) { server in
+            let run = try fetch(server.url(), resumeFrom: Self.checkpoint(server.url(), offset: 60_000))
+            XCTAssertNil(run.error)
+            XCTAssertFalse(run.events.notices.contains { $0.contains("only the length") }, "\(run.events.notices)")
+        }
+    }
+
     func testServerIgnoringRangeMidRunIsSkippedToTheOffset() throws {
         try withFaultServer(body: Self.body, fault: { $0.dropAfterBodyBytes = 40_000 }) { server in
             var ignoring = FaultServer.Fault()

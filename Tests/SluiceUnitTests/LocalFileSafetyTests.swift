@@ -217,7 +217,10 @@ final class LocalFileSafetyTests: XCTestCase {
         assertUnsafePath({ _ = try StdoutSink(fd: other, restoring: unrecorded) }, mentioning: "does not record")
         XCTAssertEqual(POSIX.fileSize(other), 100, "another file on stdout was cut back")
 
-        _ = try StdoutSink(fd: recorded, restoring: state)
+        let resumed = try StdoutSink(fd: recorded, restoring: state)
+        // Cut back when the run first uses the sink: a refused restore of an earlier stage leaves it.
+        XCTAssertEqual(POSIX.fileSize(recorded), 100)
+        try resumed.finish()
         XCTAssertEqual(POSIX.fileSize(recorded), 40)
         try StdoutSink.undo(state, fd: recorded)
         XCTAssertEqual(POSIX.fileSize(recorded), 10)

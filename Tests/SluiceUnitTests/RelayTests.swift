@@ -234,6 +234,46 @@ final class RelayTests: XCTestCase {
         relay.close()
     }
 
+    /// Bytes handed over as they are go out in order with the rest, and are given back
+    /// once written.
+    func testHandedOverBytesArriveInOrderAndAreGivenBack() throws {
+        let sink = RecordingSink()
+        let relay = try Relay(next: sink, control: Self.control(), name: "test", bufferCount: 2, bufferSize: 8)
+        let block = UnsafeMutableRawBufferPointer.allocate(byteCount: 3, alignment: 8)
+        defer { block.deallocate() }
+        block.copyBytes(from: [7, 8, 9])
+        let given = LockedValue(0)
+        try relay.write([1, 2])
+        try relay.write(handingOver: UnsafeRawBufferPointer(block)) { given.value += 1 }
+        try relay.write([3])
+        try relay.barrier(Self.cut())
+        try relay.finish()
+        XCTAssertEqual(sink.log, ["1", "2", "7", "8", "9", "3", "|", "end"])
+        XCTAssertEqual(given.value, 1)
+    }
+
+    /// After a failure downstream handed-over bytes are given back too, whether the
+    /// consumer drops them or the producer's call throws.
+    func testHandedOverBytesAreGivenBackAfterAFailure() throws {
+        let sink = RecordingSink(failAfter: 0, with: .io(path: "out", operation: "write to", errno: ENOSPC))
+        let relay = try Relay(next: sink, control: Self.control(), name: "test", bufferCount: 2, bufferSize: 8)
+        let block = UnsafeMutableRawBufferPointer.allocate(byteCount: 3, alignment: 8)
+        defer { block.deallocate() }
+        let given = LockedValue(0)
+        try relay.write([1])
+        try relay.write(handingOver: UnsafeRawBufferPointer(block)) { given.value += 1 }
+        XCTAssertThrowsError(try relay.finish())
+        XCTAssertEqual(given.value, 1, "dropped by the consumer")
+        XCTAssertThrowsError(try relay.write(handingOver: UnsafeRawBufferPointer(block)) { given.value += 1 })
+        XCTAssertEqual(given.value, 2, "refused at once")
+        relay.close()
+        // Never taken by a consumer: given back when the queue is dropped.
+        let queue = RelayQueue(bufferCount: 1)
+        queue.send(.handedOver(UnsafeRawBufferPointer(block), { given.value += 1 }))
+        queue.dropHandedOver()
+        XCTAssertEqual(given.value, 3)
+    }
+
     func testAThreadThatCannotStartIsAnErrorNotAHang() {
         let refuse: EngineThread.Starter = { name, _ throws(SluiceError) in
             throw .io(path: "thread " + name, operation: "start", errno: EAGAIN)
@@ -265,6 +305,7 @@ final class RelayTests: XCTestCase {
     private static func describe(_ item: RelayQueue.Item) -> String {
         switch item {
         case .data(let buffer, let count): return "data \(buffer):\(count)"
+        case .handedOver(let bytes, _): return "handed over \(bytes.count)"
         case .barrier: return "barrier"
         case .finish: return "finish"
         case .stop: return "stop"

@@ -333,6 +333,24 @@ final class XzParallelTests: XCTestCase {
         abandoned = nil
     }
 
+    /// Behind a relay (the next stage on its own thread) a worker's block is handed over
+    /// whole instead of copied, and its buffer comes back for the next: same output, in order.
+    func testBlocksAreHandedOverToARelayInOrder() throws {
+        let dir = try makeTemporaryDirectory(self)
+        let plain = makeTestData(count: 1_500_000, seed: 57)
+        for option in ["-0 --block-size=100000", "--x86 --lzma2=preset=0 --block-size=70000"] {
+            let xz = try Self.multiBlock(plain, option, dir: dir)
+            let sink = MemorySink()
+            let relay = try Relay(next: sink, control: RunControl(progress: ProgressReporter(handler: nil)), name: "test")
+            let decoder = try XzDecoder(next: relay, decoders: 3)
+            try write(xz, to: decoder, chunk: 65536)
+            try decoder.finish()
+            XCTAssertTrue(sink.bytes == plain, option)
+            XCTAssertEqual(decoder.blocksHandedOver, decoder.blocksDecodedAhead, option)
+            XCTAssertGreaterThan(decoder.blocksHandedOver, 5, option)
+        }
+    }
+
     func testDecoderThreadsFollowTheCores() {
         var options = PipelineOptions()
         XCTAssertEqual(XzDecoder.decoderThreads(options, cores: 2), 2)

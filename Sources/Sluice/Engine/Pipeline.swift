@@ -240,7 +240,16 @@ public final class Pipeline: Sendable {
         let startOffset = checkpoint?.source.offset ?? 0
         control.progress.emit(.start(spec: spec.redactedDescription, total: checkpoint?.source.totalLength, resumedAt: checkpoint?.source.offset))
         var seal: (@Sendable (Cut) -> Void)?
-        if let writer { seal = { cut in writer.submit(cut) } }
+        if let writer {
+            // stdout cannot take back bytes a kill leaves with no checkpoint on disk (a rerun
+            // would append the whole stream after them): on a fresh run its sink waits until
+            // the cut before the first byte is stored. Later cuts are stored behind the stream.
+            let firstIsStoredFirst = checkpoint == nil && output == nil
+            seal = { cut in
+                writer.submit(cut)
+                if firstIsStoredFirst && cut.source.offset == 0 { try? writer.flush() }
+            }
+        }
         let pacing = CheckpointPacing(
             base: options.checkpointInterval,
             chainNsPerSourceByte: ThreadPlan.costs(spec: spec, options: options).reduce(0, +))

@@ -19,7 +19,7 @@ import Glibc
 /// frees a buffer soon or fails (every wait downstream gives up once the run stops, see
 /// `POSIX.waitReady`), and either wakes it. So a stop leaves the stages on the
 /// producer's side whole, and a final barrier can record exactly where they stand.
-final class Relay: BufferLendingSink, @unchecked Sendable {
+final class Relay: BufferLendingSink, HandOverSink, @unchecked Sendable {
     // `next` is touched only by the consumer thread, `batcher` only by the producer's;
     // everything shared lives in `queue`, behind its lock.
     private let next: ByteSink
@@ -43,6 +43,7 @@ final class Relay: BufferLendingSink, @unchecked Sendable {
     }
 
     deinit {
+        queue.dropHandedOver()
         for buffer in buffers { buffer.deallocate() }
     }
 
@@ -58,6 +59,17 @@ final class Relay: BufferLendingSink, @unchecked Sendable {
 
     func commitBorrowed(_ count: Int) {
         batcher.commit(count)
+    }
+
+    func write(handingOver bytes: UnsafeRawBufferPointer, whenDone done: @escaping @Sendable () -> Void) throws {
+        do {
+            try queue.throwIfFailed()
+        } catch {
+            done()
+            throw error
+        }
+        batcher.flush()
+        queue.send(.handedOver(bytes, done))
     }
 
     func barrier(_ cut: Cut) throws {
@@ -92,6 +104,9 @@ final class Relay: BufferLendingSink, @unchecked Sendable {
                 case .data(let index, let count):
                     defer { queue.release(index) }
                     if !failed { try next.write(UnsafeRawBufferPointer(rebasing: buffers[index][0..<count])) }
+                case .handedOver(let bytes, let done):
+                    defer { done() }
+                    if !failed { try next.write(bytes) }
                 case .barrier(let cut):
                     if !failed { try next.barrier(cut) }
                 case .finish:
@@ -117,6 +132,8 @@ final class Relay: BufferLendingSink, @unchecked Sendable {
 final class RelayQueue: @unchecked Sendable {
     enum Item {
         case data(buffer: Int, count: Int)
+        /// Bytes the producer lent as they are (`HandOverSink`); `done` gives them back.
+        case handedOver(UnsafeRawBufferPointer, @Sendable () -> Void)
         case barrier(Cut)
         case finish
         case stop
@@ -203,6 +220,15 @@ final class RelayQueue: @unchecked Sendable {
         if failure == nil { failure = error }
         condition.broadcast()
         condition.unlock()
+    }
+
+    /// Gives back what was handed over and never taken (the consumer stopped first).
+    func dropHandedOver() {
+        condition.lock()
+        let left = items
+        items.removeAll()
+        condition.unlock()
+        for case .handedOver(_, let done) in left { done() }
     }
 
     func consumerExited() {

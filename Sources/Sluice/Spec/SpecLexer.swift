@@ -66,10 +66,15 @@ enum SpecLexer {
         return SpecToken(text: "", line: lines.count, column: (lines.last?.count ?? 0) + 1)
     }
 
+    /// The word as spec text that lexes back to it (the canonical text is parsed again by
+    /// `inspect` and shown for the user to copy).
     static func quoteIfNeeded(_ word: String) -> String {
-        let special: Set<Character> = [" ", "\t", "\n", "|", "'", "\"", "#"]
+        let special: Set<Character> = [" ", "\t", "\r", "\n", "|", "'", "\"", "#"]
         guard word.isEmpty || word.contains(where: { special.contains($0) }) else { return word }
         if !word.contains("'") { return "'" + word + "'" }
-        return "\"" + word + "\""
+        if !word.contains("\"") { return "\"" + word + "\"" }
+        // Both marks: single-quoted runs with each ' double-quoted between them; quoted parts
+        // that touch are one word.
+        return word.split(separator: "'", omittingEmptySubsequences: false).map { "'" + $0 + "'" }.joined(separator: "\"'\"")
     }
 }

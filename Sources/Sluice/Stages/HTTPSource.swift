@@ -35,6 +35,8 @@ public final class HTTPSource: ByteSource {
     /// Validators as first seen. Set by the source thread before the first byte moves; read by
     /// `state(at:)`, which the engine may call from another thread.
     private let firstSeen: Mutex<FetchValidators?>
+    /// Whether the resume was already said to rest on the length alone (said once a run).
+    private let saidUnvalidated = Mutex(false)
 
     /// Things the user should know that are not failures; the CLI prints them.
     public let warnings: [String]
@@ -185,6 +187,9 @@ public final class HTTPSource: ByteSource {
                 if case .deliver(_, let seen, _) = verdict, requested == 0 || known == nil {
                     firstSeen.withLock { $0 = seen }
                 }
+                if case .deliver(_, let seen, _) = verdict, requested > 0, requested == startOffset {
+                    noticeUnvalidatedResume(known: known, seen: seen, server: current.authority)
+                }
                 return verdict
             }
             offset += outcome.delivered
@@ -215,6 +220,23 @@ public final class HTTPSource: ByteSource {
                 throw failure
             }
         }
+    }
+
+    /// A server that sends neither ETag nor Last-Modified leaves the resume only the length
+    /// to check against: a change that keeps the length cannot be seen here, so say so
+    /// (a `verify` stage still catches it before anything is published).
+    private func noticeUnvalidatedResume(known: FetchValidators?, seen: FetchValidators, server: String) {
+        let validated = [known?.etag, known?.lastModified, seen.etag, seen.lastModified].contains { $0 != nil }
+        guard !validated,
+            saidUnvalidated.withLock({ said in
+                defer { said = true }
+                return !said
+            })
+        else { return }
+        control.progress.emit(
+            .notice(
+                "resuming at byte \(startOffset): \(DisplayText.escaped(server)) sends no ETag or Last-Modified,"
+                    + " so only the length shows the content is unchanged"))
     }
 
     private func request(for url: FetchURL, offset: UInt64, until: UInt64?, known: FetchValidators?) -> CurlRequest {

@@ -46,6 +46,10 @@ public final class StdoutSink: TerminalSink {
     private let stoppable: StoppableWriter?
     /// What the resume did to stdout, for the run's report.
     public private(set) var resumeNote: String?
+    /// Where a resume cuts the file on stdout back to, done when the run first uses the
+    /// sink: a resume refused while the stages before it are restored (exit 2) must leave
+    /// the file as it was.
+    private var pendingCut: UInt64?
 
     public init(fd: Int32 = STDOUT_FILENO, restoring state: StdoutSinkState? = nil, control: RunControl? = nil) throws {
         self.fd = fd
@@ -71,7 +75,7 @@ public final class StdoutSink: TerminalSink {
                     "stdout is a file shorter than the \(size) bytes it had at the checkpoint (append with >> to the same file to resume)")
             }
             try Self.checkWritten(state, endingAt: size, in: fd)
-            try POSIX.truncate(fd, to: size, path: "stdout")
+            pendingCut = size
         } else {
             resumeNote = "stdout continues at output byte \(state.bytesWritten); bytes before it were written by the interrupted run"
         }
@@ -126,7 +130,14 @@ public final class StdoutSink: TerminalSink {
         }
     }
 
+    private func cutBackIfResumed() throws {
+        guard let size = pendingCut else { return }
+        try POSIX.truncate(fd, to: size, path: "stdout")
+        pendingCut = nil
+    }
+
     public func write(_ bytes: UnsafeRawBufferPointer) throws {
+        try cutBackIfResumed()
         if let stoppable { try stoppable.writeAll(bytes) } else { try POSIX.writeAll(fd, bytes, path: "stdout") }
         checksum.update(bytes)
         bytesWritten &+= UInt64(bytes.count)
@@ -134,9 +145,15 @@ public final class StdoutSink: TerminalSink {
 
     public var notices: [String] { resumeNote.map { [$0] } ?? [] }
 
+    public func barrier(_ cut: Cut) throws {
+        try cutBackIfResumed()
+        cut.record(snapshot())
+        cut.seal(makeDurable: try durability())
+    }
+
     public func snapshot() -> StdoutSinkState {
         StdoutSinkState(
-            bytesWritten: bytesWritten, fileSize: isFile ? POSIX.fileSize(fd) : nil, startFileSize: startFileSize,
+            bytesWritten: bytesWritten, fileSize: isFile ? pendingCut ?? POSIX.fileSize(fd) : nil, startFileSize: startFileSize,
             file: identity, crc64: checksum.value)
     }
 
@@ -147,6 +164,7 @@ public final class StdoutSink: TerminalSink {
     }
 
     public func finish() throws {
+        try cutBackIfResumed()
         if isFile { try POSIX.fsync(fd, path: "stdout") }
     }
 }

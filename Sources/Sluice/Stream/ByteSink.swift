@@ -80,3 +80,12 @@ public protocol BufferLendingSink: ByteSink {
     /// Hands back the borrowed buffer; its first `count` bytes are written (0: nothing).
     func commitBorrowed(_ count: Int)
 }
+
+/// A sink that can take bytes over as they are and write them later, on its own thread, so
+/// the stage in front of it goes on at once instead of waiting while a large block is copied
+/// and written (the relay does this: unxz hands over a worker's whole decoded block).
+protocol HandOverSink: ByteSink {
+    /// Writes `bytes` after everything written before, later; `done` is called, on any
+    /// thread, once they are no longer needed (written, dropped after a failure, or thrown).
+    func write(handingOver bytes: UnsafeRawBufferPointer, whenDone done: @escaping @Sendable () -> Void) throws
+}

@@ -47,6 +47,16 @@ enum AttemptJudge {
                 return .fail(.outOfTime(.deadline(offset: facts.offset)))
             case .overran:
                 let end = facts.offset
+                if url.isFile {
+                    // libcurl reports a local file's size as its length; /proc files say 0.
+                    let path = DisplayText.escaped(url.localPath ?? url.text)
+                    return .fail(
+                        .malformed(
+                            .protocolViolation(
+                                server: path,
+                                reason: "\(path) is longer than the \(end) bytes its size said when it was opened (it grew while"
+                                    + " being read, or its size says nothing, as in /proc); 'read PATH' reads such a file to its end")))
+                }
                 return .fail(
                     .malformed(
                         .protocolViolation(

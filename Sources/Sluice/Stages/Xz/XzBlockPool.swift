@@ -38,6 +38,8 @@ final class XzBlockPool: @unchecked Sendable {
     /// A block output's mapping handed back once the block went on, for the next block a
     /// worker decodes (a fresh mapping costs a page fault per page, and zeroing).
     private var spare: UnsafeMutableRawBufferPointer?
+    /// Block outputs handed over to the next stage and not yet given back (`handOver`).
+    private var handedOver = 0
     private let workers: Int
     private var started = false  // the stage's thread only
     private let name: String
@@ -54,17 +56,43 @@ final class XzBlockPool: @unchecked Sendable {
 
     /// Keeps a handed-on block's output mapping for the next block (one at most).
     func recycle(_ mapping: UnsafeMutableRawBufferPointer) {
+        recycle(mapping, handedBack: false)
+    }
+
+    /// `handedBack`: it comes back from the next stage (`handOver`); in the same critical
+    /// section, so a worker waiting for it never sees neither a spare nor one to come.
+    private func recycle(_ mapping: UnsafeMutableRawBufferPointer, handedBack: Bool) {
         condition.lock()
+        if handedBack { handedOver -= 1 }
         let previous = spare
         spare = mapping
+        condition.broadcast()
         condition.unlock()
         cxz_unmap(previous?.baseAddress, previous?.count ?? 0)
     }
 
+    /// A block's output mapping lent to the next stage as it is (`HandOverSink`): the
+    /// returned closure, called once the sink no longer needs it, makes it the spare.
+    func handOver(_ mapping: UnsafeMutableRawBufferPointer) -> @Sendable () -> Void {
+        condition.lock()
+        handedOver += 1
+        condition.unlock()
+        let lent = LentMapping(buffer: mapping)
+        return { [self] in recycle(lent.buffer, handedBack: true) }
+    }
+
+    /// The spare mapping; while a block's output is still with the next stage, waits for it
+    /// to come back rather than mapping a second block (so the workers never hold more than
+    /// one block's output each, however slow the sink).
     private func takeSpare() -> UnsafeMutableRawBufferPointer? {
         condition.lock()
         defer { condition.unlock() }
         defer { spare = nil }
+        if spare == nil && handedOver > 0 {
+            XzWaits.time(.workerWaitsForBuffer) {
+                while spare == nil && handedOver > 0 && !stopping.load(ordering: .acquiring) { condition.wait() }
+            }
+        }
         return spare
     }
 
@@ -137,7 +165,9 @@ final class XzBlockPool: @unchecked Sendable {
             markDone(head)
             return
         }
-        while let head = entries.first, !head.done { condition.wait() }
+        XzWaits.time(.stageWaitsForWorker) {
+            while let head = entries.first, !head.done { condition.wait() }
+        }
         condition.unlock()
     }
 
@@ -184,6 +214,7 @@ final class XzBlockPool: @unchecked Sendable {
                 with: lzma2, reusing: takeSpare(), stopped: { stopping.load(ordering: .relaxed) }, awaiting: { waitForBytes($0, of: entry) })
             markDone(entry)
         }
+        XzWaits.addThreadCPU(.workerCPU)
         condition.lock()
         running -= 1
         condition.broadcast()
@@ -194,13 +225,15 @@ final class XzBlockPool: @unchecked Sendable {
     private func claim() -> Entry? {
         condition.lock()
         defer { condition.unlock() }
-        while true {
-            if stopping.load(ordering: .acquiring) { return nil }
-            if let entry = entries.first(where: { !$0.claimed }) {
-                entry.claimed = true
-                return entry
+        return XzWaits.time(.workerWaitsForBlock) {
+            while true {
+                if stopping.load(ordering: .acquiring) { return nil }
+                if let entry = entries.first(where: { !$0.claimed }) {
+                    entry.claimed = true
+                    return entry
+                }
+                condition.wait()
             }
-            condition.wait()
         }
     }
 
@@ -208,11 +241,14 @@ final class XzBlockPool: @unchecked Sendable {
     private func waitForBytes(_ count: Int, of entry: Entry) -> Bool {
         condition.lock()
         defer { condition.unlock() }
-        while entry.available < count {
-            if entry.withdrawn || stopping.load(ordering: .acquiring) { return false }
-            condition.wait()
+        guard entry.available < count else { return true }
+        return XzWaits.time(.workerWaitsForBytes) {
+            while entry.available < count {
+                if entry.withdrawn || stopping.load(ordering: .acquiring) { return false }
+                condition.wait()
+            }
+            return true
         }
-        return true
     }
 
     private func markDone(_ entry: Entry) {
@@ -221,4 +257,9 @@ final class XzBlockPool: @unchecked Sendable {
         condition.broadcast()
         condition.unlock()
     }
+}
+
+/// A block's output mapping on its way back from the next stage's thread.
+private struct LentMapping: @unchecked Sendable {
+    let buffer: UnsafeMutableRawBufferPointer
 }
