@@ -10,7 +10,9 @@ let package = Package(
     targets: [
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
-        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        // libcurl's headers (libcurl4-openssl-dev); the library itself is opened when a stage
+        // first fetches (Sources/CCurl/loader.c), not linked.
+        .target(name: "CCurl"),
         .systemLibrary(name: "CIsal", pkgConfig: "libisal", providers: [.apt(["libisal-dev"])]),
         // Our own decoders' hot loops, in C from the format specifications (their state is
         // saved by the Swift stages): LZMA2, branch filters and CRC-64 for .xz; zstd blocks.

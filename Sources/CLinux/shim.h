@@ -33,3 +33,16 @@ static inline int sluice_syncfs(int fd) {
 #include <sys/stat.h>
 // UTIME_OMIT is a macro built from an expression Swift does not import.
 static const long SLUICE_UTIME_OMIT = UTIME_OMIT;
+
+#include <pthread.h>
+// pthread_setname_np is a GNU extension the Glibc module does not show: names the calling
+// thread (at most 15 bytes; a longer name is refused with ERANGE).
+static inline int sluice_name_this_thread(const char *name) {
+    return pthread_setname_np(pthread_self(), name);
+}
+
+#include <string.h>
+// memmem (a GNU extension, hidden from the Glibc module): a linear-time substring search.
+static inline void *sluice_memmem(const void *haystack, size_t haystackLength, const void *needle, size_t needleLength) {
+    return memmem(haystack, haystackLength, needle, needleLength);
+}

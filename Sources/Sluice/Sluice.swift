@@ -24,9 +24,10 @@ public enum Sluice {
         ]
     }
 
-    /// `7.88.1` out of curl_version()'s `libcurl/7.88.1 OpenSSL/3.0.15 …`.
+    /// `7.88.1`: curl_version_info's field, not curl_version()'s `libcurl/7.88.1 OpenSSL/…`
+    /// text, which initializes LDAP to name its version (SASL plugins and a database
+    /// library loaded, half a MiB, to print a line). Every age of the struct has `version`.
     private static var curlVersion: String {
-        let full = String(cString: curl_version())
-        return full.split(separator: " ").first.map { String($0.drop(while: { $0 != "/" }).dropFirst()) } ?? full
+        curl_version_info(CURLVERSION_FIRST)?.pointee.version.map { String(cString: $0) } ?? "?"
     }
 }

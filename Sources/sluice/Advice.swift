@@ -1,4 +1,9 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import Glibc
 import Sluice
 
 /// What the user should do about a failure, given what this run leaves behind. The library's

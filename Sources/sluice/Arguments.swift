@@ -1,4 +1,9 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import Glibc
 import Sluice
 
 /// The command line, parsed. Only the CLI's own concerns live here; everything a

@@ -152,7 +152,7 @@ enum HelpText {
 
     /// Escapes text for troff: backslashes, and a leading dot or quote that would read as a request.
     private static func roff(_ text: String) -> String {
-        var escaped = text.replacingOccurrences(of: "\\", with: "\\e").replacingOccurrences(of: "-", with: "\\-")
+        var escaped = text.replacingAll("\\", with: "\\e").replacingAll("-", with: "\\-")
         if escaped.hasPrefix(".") || escaped.hasPrefix("'") { escaped = "\\&" + escaped }
         return escaped
     }

@@ -1,4 +1,9 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import Glibc
 import Sluice
 
 /// Every command-line option, once: how it is written, what it means, and what it does to

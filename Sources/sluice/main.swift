@@ -1,4 +1,9 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import Glibc
 import Sluice
 
 // The executable is thin: parse arguments, wire signals and progress, map errors to

@@ -1,5 +1,10 @@
 import CCrypto
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import Glibc
 
 /// One consistent cut of a run, as stored on disk: a line of JSON, then a binary appendix
 /// holding the states' large byte fields (`CheckpointBlob`) back to back.

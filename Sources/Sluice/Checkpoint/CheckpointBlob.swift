@@ -1,4 +1,9 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import Glibc
 
 /// A large byte field of a stage state — a decoder's dictionary window — stored raw in the
 /// checkpoint's binary appendix instead of as base64 inside its JSON: `@CheckpointBlob var

@@ -1,4 +1,9 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import Glibc
 
 /// `sluice inspect`: what a checkpoint says, and what a rerun would do with it.
 public struct CheckpointInspector {
@@ -89,26 +94,28 @@ public struct CheckpointInspector {
             (try? PipelineSpec(parsing: checkpoint.spec))?.redactedDescription
                 ?? DisplayText.redactedURL(checkpoint.spec))
         if json {
-            var sourceObject: [String: Any] = ["kind": source.kind, "location": source.location, "offset": source.offset]
-            if let etag = source.etag { sourceObject["etag"] = etag }
-            if let lastModified = source.lastModified { sourceObject["last_modified"] = lastModified }
-            if let total = source.totalLength { sourceObject["total_length"] = total }
-            let object: [String: Any] = [
-                "path": path,
-                "version": checkpoint.version,
-                "spec": shownSpec,
-                "written_at": ISO8601DateFormatter().string(from: checkpoint.writtenAt),
-                "source": sourceObject,
-                "stages": offsets.map { ["stage": $0.stage, "input": $0.input, "output": $0.output] as [String: Any] },
-                "rerun": ["action": verdict.action, "reason": verdict.reason],
+            var sourceObject: [String: JSONValue] = [
+                "kind": .string(source.kind), "location": .string(source.location), "offset": .integer(source.offset),
             ]
-            let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .prettyPrinted])) ?? Data()
-            return String(decoding: data, as: UTF8.self)
+            if let etag = source.etag { sourceObject["etag"] = .string(etag) }
+            if let lastModified = source.lastModified { sourceObject["last_modified"] = .string(lastModified) }
+            if let total = source.totalLength { sourceObject["total_length"] = .integer(total) }
+            let object: [String: JSONValue] = [
+                "path": .string(path),
+                "version": .integer(checkpoint.version),
+                "spec": .string(shownSpec),
+                "written_at": .string(checkpoint.writtenAt.formatted(.iso8601)),
+                "source": .object(sourceObject),
+                "stages": .array(
+                    offsets.map { .object(["stage": .string($0.stage), "input": .integer($0.input), "output": .integer($0.output)]) }),
+                "rerun": .object(["action": .string(verdict.action), "reason": .string(verdict.reason)]),
+            ]
+            return JSONValue.object(object).serialized(pretty: true) ?? ""
         }
         var lines = [
             "checkpoint  \(path) (format \(checkpoint.version))",
             "spec        \(shownSpec)",
-            "written     \(ISO8601DateFormatter().string(from: checkpoint.writtenAt))",
+            "written     \(checkpoint.writtenAt.formatted(.iso8601))",
             "source      \(source.kind) \(source.location)",
             "  offset    \(source.offset)" + (source.totalLength.map { " of \($0)" } ?? ""),
         ]
@@ -118,10 +125,17 @@ public struct CheckpointInspector {
         // Stage words longer than 8 (`decompress`) widen the column rather than being cut.
         let width = max(8, offsets.map(\.stage.count).max() ?? 0)
         for offset in offsets {
-            lines.append("  " + offset.stage.padding(toLength: width, withPad: " ", startingAt: 0) + "  \(offset.input) → \(offset.output)")
+            lines.append("  " + padded(offset.stage, to: width) + "  \(offset.input) → \(offset.output)")
         }
         lines.append("rerun       \(verdict.action): \(verdict.reason)")
         return lines.joined(separator: "\n")
+    }
+
+    /// `text` cut or filled with spaces to `width` UTF-16 units, as NSString's padding did.
+    private func padded(_ text: String, to width: Int) -> String {
+        let units = text.utf16.count
+        if units >= width { return String(decoding: Array(text.utf16.prefix(width)), as: UTF16.self) }
+        return text + String(repeating: " ", count: width - units)
     }
 }
 

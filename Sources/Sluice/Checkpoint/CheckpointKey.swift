@@ -1,5 +1,9 @@
 import CCrypto
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -29,27 +33,44 @@ public struct CheckpointKey: Sendable {
 
     /// HMAC-SHA256 of `data` under this key.
     func mac(_ data: [UInt8]) -> [UInt8] {
-        var out = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
-        var length: UInt32 = 0
-        _ = HMAC(EVP_sha256(), bytes, Int32(bytes.count), data, data.count, &out, &length)
-        return Array(out.prefix(Int(length)))
+        hmac { update in data.withUnsafeBytes(update) }
     }
 
     /// HMAC-SHA256 of the concatenation of `parts`, without joining them (a checkpoint's
     /// JSON and its appendix's blobs, which may be hundreds of MiB).
     func mac(parts: [Data]) -> [UInt8] {
-        guard let context = HMAC_CTX_new() else { return mac(parts.flatMap { Array($0) }) }
-        defer { HMAC_CTX_free(context) }
-        _ = HMAC_Init_ex(context, bytes, Int32(bytes.count), EVP_sha256(), nil)
-        for part in parts {
-            part.withUnsafeBytes { raw in
-                if let base = raw.baseAddress { _ = HMAC_Update(context, base.assumingMemoryBound(to: UInt8.self), raw.count) }
-            }
+        hmac { update in
+            for part in parts { part.withUnsafeBytes(update) }
         }
-        var out = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
-        var length: UInt32 = 0
-        _ = HMAC_Final(context, &out, &length)
-        return Array(out.prefix(Int(length)))
+    }
+
+    /// HMAC (RFC 2104) over SHA-256, on the low-level SHA256_* calls: OpenSSL's HMAC and
+    /// EVP calls load its provider machinery first, about 2 MiB of resident memory in every
+    /// run that writes a checkpoint, for the same digest. `feed` passes the message to
+    /// `update`, in pieces.
+    private func hmac(_ feed: ((UnsafeRawBufferPointer) -> Void) -> Void) -> [UInt8] {
+        let blockSize = 64
+        var key = bytes
+        if key.count > blockSize { key = Self.sha256(key) }
+        key += [UInt8](repeating: 0, count: blockSize - key.count)
+        var inner = SHA256_CTX()
+        SHA256_Init(&inner)
+        SHA256_Update(&inner, key.map { $0 ^ 0x36 }, blockSize)
+        feed { raw in
+            if let base = raw.baseAddress, raw.count > 0 { SHA256_Update(&inner, base, raw.count) }
+        }
+        var innerDigest = [UInt8](repeating: 0, count: Int(SHA256_DIGEST_LENGTH))
+        SHA256_Final(&innerDigest, &inner)
+        return Self.sha256(key.map { $0 ^ 0x5C } + innerDigest)
+    }
+
+    private static func sha256(_ data: [UInt8]) -> [UInt8] {
+        var context = SHA256_CTX()
+        SHA256_Init(&context)
+        SHA256_Update(&context, data, data.count)
+        var digest = [UInt8](repeating: 0, count: Int(SHA256_DIGEST_LENGTH))
+        SHA256_Final(&digest, &context)
+        return digest
     }
 
     /// The key stored in `directory`, or nil when there is none yet (a new machine or user).

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -30,7 +34,7 @@ public final class CheckpointStore: @unchecked Sendable {
 
     /// Where the `CheckpointKey` that seals and checks this checkpoint lives.
     public let keyDirectory: String
-    private let keyLock = NSLock()
+    private let keyLock = ThreadCondition()
     private var sealingKey: CheckpointKey?
     /// The file this store read as a sluice checkpoint, until its first save (under
     /// `keyLock`): `--restart` removes it even when a hand edit changed how it begins.

@@ -1,4 +1,9 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import Glibc
 
 /// Turns sealed cuts into stored checkpoints on its own thread, so neither the sink's
 /// fsync nor the checkpoint's own fsyncs stall the stream. Cuts that arrive while one

@@ -1,7 +1,12 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import CLinux
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Synchronization
 
 /// Starts the engine's threads, and says so when one cannot start.
@@ -33,13 +38,24 @@ public enum EngineThread {
             { raw in
                 guard let raw else { return nil }
                 let body = Unmanaged<Body>.fromOpaque(raw).takeRetainedValue()
-                Thread.current.name = body.name  // for debuggers and `top -H`
+                EngineThread.nameThisThread(body.name)
                 body.run()
                 return nil
             }, context)
         if code != 0 {
             Unmanaged<Body>.fromOpaque(context).release()
             throw refused(name, errno: code)
+        }
+    }
+
+    /// Names the calling thread, for debuggers and `top -H`: Linux keeps 15 bytes of a name
+    /// and refuses a longer one, so it is cut (at a character boundary) to fit.
+    private static func nameThisThread(_ name: String) {
+        var bytes = Array(name.utf8.prefix(15))
+        while !bytes.isEmpty, String(validating: bytes, as: UTF8.self) == nil { bytes.removeLast() }
+        bytes.append(0)
+        bytes.withUnsafeBufferPointer { buffer in
+            buffer.withMemoryRebound(to: CChar.self) { _ = sluice_name_this_thread($0.baseAddress!) }
         }
     }
 

@@ -1,4 +1,9 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import Glibc
 
 extension Pipeline {
     /// Runs to the end without blocking the caller's task. The stages run on threads of

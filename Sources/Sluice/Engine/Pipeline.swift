@@ -1,4 +1,9 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import Glibc
 
 /// Runs a pipeline spec: builds the stages (restored from a checkpoint when one exists),
 /// connects them with relays, pushes the source through, and leaves the disk in exactly

@@ -1,4 +1,10 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import Dispatch
+import Glibc
 
 /// A thread boundary inside the pipeline: a sink on the producer's side, a thread on the
 /// consumer's that feeds the next sink.

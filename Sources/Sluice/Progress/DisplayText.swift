@@ -40,7 +40,7 @@ public enum DisplayText {
     /// (and a fragment) by `***`; names of query parameters stay, so a reader can still tell
     /// which URL it was. A string that is not URL-shaped is returned unchanged.
     public static func redactedURL(_ url: String) -> String {
-        guard let schemeEnd = url.range(of: "://") else { return url }
+        guard let schemeEnd = url.firstRange(of: "://") else { return url }
         let afterScheme = url[schemeEnd.upperBound...]
         let authorityEnd = afterScheme.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? afterScheme.endIndex
         var authority = String(afterScheme[..<authorityEnd])

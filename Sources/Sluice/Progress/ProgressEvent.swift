@@ -1,4 +1,9 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import Glibc
 
 /// What a run reports while it works: to a progress bar, JSON lines, or a library caller.
 public enum ProgressEvent: Sendable, Equatable {

@@ -1,4 +1,9 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import Glibc
 import Synchronization
 
 /// How progress appears on stderr.
@@ -83,7 +88,7 @@ public final class ProgressRenderer: Sendable {
         case .notice(let text): return text
         case .restart(let reason): return reason
         case .retry(let attempt, let delay, let reason):
-            return "\(reason); retry \(attempt) in \(String(format: "%.1f", delay)) s"
+            return "\(reason); retry \(attempt) in \(cFormat("%.1f", delay)) s"
         default: return nil
         }
     }
@@ -146,7 +151,7 @@ public final class ProgressRenderer: Sendable {
         var counts = formatBytes(offset)
         if let total, total > 0 {
             fraction = min(1, Double(offset) / Double(total))
-            counts = String(format: "%5.1f%% ", fraction! * 100) + "\(formatBytes(offset))/\(formatBytes(total))"
+            counts = cFormat("%5.1f%% ", fraction! * 100) + "\(formatBytes(offset))/\(formatBytes(total))"
         }
         let hasRate = rate > 0 && rate.isFinite
         let speed = hasRate ? "\(formatRate(rate))/s" : nil
@@ -183,64 +188,64 @@ public final class ProgressRenderer: Sendable {
     private func emitJSON(_ event: ProgressEvent) {
         // Under the lock: lines come from several threads, and offsets must read in order.
         state.withLock { s in
-            var object: [String: Any] = ["time": Date().timeIntervalSince(started)]
+            var object: [String: JSONValue] = ["time": .double(Date().timeIntervalSince(started))]
             switch event {
             case .start(let spec, let total, let resumedAt):
                 s.attempts += 1
-                object["event"] = "start"
-                object["attempt"] = s.attempts
-                object["spec"] = spec
-                if let total { object["total"] = total }
-                if let resumedAt { object["resumed_at"] = resumedAt }
+                object["event"] = .string("start")
+                object["attempt"] = .integer(s.attempts)
+                object["spec"] = .string(spec)
+                if let total { object["total"] = .integer(total) }
+                if let resumedAt { object["resumed_at"] = .integer(resumedAt) }
                 s.lastOffset = resumedAt ?? 0
             case .progress(let offset, let total, let output):
                 let now = Date()
                 guard now.timeIntervalSince(s.lastDraw) >= 0.1 else { return }
                 s.lastDraw = now
                 s.lastOffset = max(s.lastOffset, offset)
-                object["event"] = "progress"
-                object["source_offset"] = s.lastOffset
-                object["output_bytes"] = output
-                if let total { object["total"] = total }
-                if let connections = s.connections { object["connections"] = connections }
+                object["event"] = .string("progress")
+                object["source_offset"] = .integer(s.lastOffset)
+                object["output_bytes"] = .integer(output)
+                if let total { object["total"] = .integer(total) }
+                if let connections = s.connections { object["connections"] = .integer(connections) }
             case .retry(let attempt, let delay, let reason):
-                object["event"] = "retry"
-                object["attempt"] = attempt
-                object["delay"] = delay
-                object["reason"] = DisplayText.escaped(reason)
+                object["event"] = .string("retry")
+                object["attempt"] = .integer(attempt)
+                object["delay"] = .double(delay)
+                object["reason"] = .string(DisplayText.escaped(reason))
             case .checkpoint(let offset, let stages):
                 // A checkpoint becomes durable a little after the stream passed its cut.
-                object["event"] = "checkpoint"
-                object["checkpoint_offset"] = offset
+                object["event"] = .string("checkpoint")
+                object["checkpoint_offset"] = .integer(offset)
                 s.lastOffset = max(s.lastOffset, offset)
-                object["source_offset"] = s.lastOffset
-                object["stages"] = stages.map { ["stage": $0.stage, "input": $0.input, "output": $0.output] as [String: Any] }
+                object["source_offset"] = .integer(s.lastOffset)
+                object["stages"] = .array(stages.map { .object(["stage": .string($0.stage), "input": .integer($0.input), "output": .integer($0.output)]) })
             case .resume(let offset):
-                object["event"] = "resume"
-                object["source_offset"] = offset
+                object["event"] = .string("resume")
+                object["source_offset"] = .integer(offset)
                 s.lastOffset = offset
             case .restart(let reason):
-                object["event"] = "restart"
-                object["reason"] = DisplayText.escaped(reason)
+                object["event"] = .string("restart")
+                object["reason"] = .string(DisplayText.escaped(reason))
                 s.lastOffset = 0
             case .done(let sourceBytes, let outputBytes, let seconds):
-                object["event"] = "done"
-                object["source_offset"] = sourceBytes
-                object["output_bytes"] = outputBytes
-                object["seconds"] = seconds
-                if let connections = s.connections { object["connections"] = connections }
+                object["event"] = .string("done")
+                object["source_offset"] = .integer(sourceBytes)
+                object["output_bytes"] = .integer(outputBytes)
+                object["seconds"] = .double(seconds)
+                if let connections = s.connections { object["connections"] = .integer(connections) }
             case .error(let error):
-                object["event"] = "error"
-                object["exit_code"] = Int(exitStatus(error))
-                object["message"] = DisplayText.escaped(error.description)
+                object["event"] = .string("error")
+                object["exit_code"] = .integer(Int(exitStatus(error)))
+                object["message"] = .string(DisplayText.escaped(error.description))
             case .connections(let count):
                 s.connections = count
                 return  // shown in the progress and done lines
             case .notice:
                 return  // the JSON lines keep their documented set of events
             }
-            guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) else { return }
-            write(String(decoding: data, as: UTF8.self) + "\n")
+            guard let line = JSONValue.object(object).serialized() else { return }
+            write(line + "\n")
         }
     }
 
@@ -257,7 +262,7 @@ func formatBytes(_ n: UInt64) -> String {
         value /= 1024
         unit += 1
     }
-    return unit == 0 ? "\(n) B" : String(format: "%.1f %@", value, units[unit])
+    return unit == 0 ? "\(n) B" : cFormat("%.1f ", value) + units[unit]
 }
 
 /// A rate in bytes per second, whatever a clock or a server made of it.
@@ -276,5 +281,5 @@ func formatDuration(_ seconds: Double) -> String {
     if days >= 100_000 { return ">99999d" }
     if days >= 100 { return "\(Int(days))d" }
     let s = Int(clamped.rounded())
-    return s >= 3600 ? String(format: "%d:%02d:%02d", s / 3600, s / 60 % 60, s % 60) : String(format: "%d:%02d", s / 60, s % 60)
+    return s >= 3600 ? cFormat("%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60) : cFormat("%ld:%02ld", s / 60, s % 60)
 }

@@ -15,7 +15,7 @@ public struct SpecError: Error, Sendable, Equatable, CustomStringConvertible {
     init(_ message: String, at token: SpecToken) {
         var message = message
         if token.text.count > Self.shownWordLimit {
-            message = message.replacingOccurrences(of: token.text, with: String(token.text.prefix(Self.shownWordLimit)) + "…")
+            message = message.replacingAll(token.text, with: String(token.text.prefix(Self.shownWordLimit)) + "…")
         }
         if message.count > Self.messageLimit { message = String(message.prefix(Self.messageLimit)) + "…" }
         self.message = message

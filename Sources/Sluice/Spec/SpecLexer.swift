@@ -10,7 +10,7 @@ struct SpecToken: Equatable, Sendable {
 enum SpecLexer {
     static func tokens(of rawText: String) throws(SpecError) -> [SpecToken] {
         // Spec files written on Windows: "\r\n" is one Character in Swift, never "\n".
-        let text = rawText.replacingOccurrences(of: "\r\n", with: "\n")
+        let text = rawText.replacingAll("\r\n", with: "\n")
         var tokens: [SpecToken] = []
         var line = 1, column = 0
         var current: SpecToken?

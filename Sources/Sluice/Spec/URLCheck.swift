@@ -1,4 +1,9 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import Glibc
 
 /// What `fetch` accepts: an absolute http, https or file URL.
 enum URLCheck {

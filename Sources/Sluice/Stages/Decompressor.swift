@@ -1,4 +1,9 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import Glibc
 
 /// The `decompress` stage's state: the codec it chose and that decoder's state, or —
 /// before enough bytes arrived to tell — the bytes seen so far.

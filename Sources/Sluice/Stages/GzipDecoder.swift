@@ -1,4 +1,9 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import Glibc
 
 /// The gzip decoder's state at a cut: where in which member it stands. Its fields are the
 /// decoder's own; a checkpoint carries them as JSON (docs/ARCHITECTURE.md).

@@ -1,5 +1,10 @@
 import CCurl
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import Glibc
 import Synchronization
 
 /// `fetch URL`: an http, https or file URL through libcurl, resumed with `Range` and
@@ -249,7 +254,7 @@ public final class HTTPSource: ByteSource {
 
     /// `reason` with every secret of the URLs replaced by `***`.
     private func scrub(_ reason: String) -> String {
-        secrets.reduce(reason) { $0.replacingOccurrences(of: $1, with: DisplayText.redactedMark) }
+        secrets.reduce(reason) { $0.replacingAll($1, with: DisplayText.redactedMark) }
     }
 
     /// The parts of a URL that `DisplayText.redactedURL` hides, long enough to be worth

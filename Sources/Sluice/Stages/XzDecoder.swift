@@ -1,6 +1,10 @@
 import CXz
 import CZlib
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// `unxz`: decompresses .xz (the xz file format 1.x): concatenated streams, stream padding,
 /// the index checked against the blocks, every block's check (None, CRC32, CRC64, SHA-256);

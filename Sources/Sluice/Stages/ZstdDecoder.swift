@@ -1,5 +1,9 @@
 import CZstdDecoder
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// `unzstd`: decompresses Zstandard (RFC 8878) with Sluice's own decoder, so that its exact
 /// state can be saved at any input byte and resumed in another process — libzstd cannot.

@@ -1,4 +1,9 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import Glibc
 
 /// Which raw-deflate implementation a `GzipDecoder` runs on.
 public enum InflateEngineKind: String, Codable, Sendable, CaseIterable {

@@ -1,5 +1,10 @@
 import CIsal
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import Glibc
 
 /// Raw inflate on Intel ISA-L. Its `inflate_state` is public and self-contained once a
 /// call has consumed all its input (the 32 KiB history lives in the state, not in our

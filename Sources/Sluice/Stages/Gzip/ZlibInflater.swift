@@ -1,5 +1,10 @@
 import CZlib
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import Glibc
 
 /// Raw inflate on zlib, resumable the way zlib's examples/zran.c restarts: at the last
 /// deflate block boundary, with `inflatePrime` for the boundary's leftover bits,

@@ -1,5 +1,11 @@
 import CCurl
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import Dispatch
+import Glibc
 import Synchronization
 
 /// `fetch URL connections=N`: several ranged connections, each its own easy handle on its

@@ -1,4 +1,9 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import Glibc
 
 /// Bytes fetched ahead of the in-order point, held until everything before them has arrived.
 ///

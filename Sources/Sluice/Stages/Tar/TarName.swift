@@ -1,4 +1,9 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import Glibc
 
 /// Raw bytes (a name, a partial header) carried through a checkpoint as base64:
 /// Linux names are bytes, not necessarily UTF-8.

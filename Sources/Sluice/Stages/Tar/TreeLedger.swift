@@ -1,5 +1,10 @@
 import CIsal
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import Glibc
 
 /// What the partial tree holds, member by member, as the extraction left it: for each name
 /// (after strip) its kind and a hash of what is there (a file's size, permission bits,

@@ -1,5 +1,9 @@
 import CXz
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// LZMA2 inside one block: the chunk rules (which resets and properties a chunk may or
 /// must carry), the LZMA model and the dictionary window. It decodes whole chunks only,

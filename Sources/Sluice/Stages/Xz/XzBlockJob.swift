@@ -1,5 +1,9 @@
 import CXz
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// A block whose header declares both its sizes (as `xz -T` writes them), read whole so
 /// that any thread can decode it on its own: blocks are independent. Its raw bytes run

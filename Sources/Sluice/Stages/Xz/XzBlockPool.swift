@@ -1,5 +1,9 @@
 import CXz
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Synchronization
 
 /// The blocks read after the head block and not yet handed on, in order, and the worker

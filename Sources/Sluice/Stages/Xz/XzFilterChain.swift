@@ -1,5 +1,9 @@
 import CXz
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// The filters before LZMA2 (delta, x86, ARM64), run in decoding order over each chunk's
 /// output. The branch filters hold back up to 4 bytes they cannot convert yet.

@@ -1,5 +1,10 @@
 import CXz
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import Glibc
 
 /// The oldest sized block not yet handed on, decoded on the stage's own thread one LZMA2
 /// chunk at a time straight into the next stage (as a block without sizes is), while

@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// The unxz decoder's exact state after any input byte: where it stands in the container,
 /// the bytes of the unit it is gathering (a header, an LZMA2 chunk…), and inside a block

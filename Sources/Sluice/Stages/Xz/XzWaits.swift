@@ -1,4 +1,10 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
+import Dispatch
+import Glibc
 import Synchronization
 
 /// Where unxz's decoding threads spend their time, summed over a run and printed to
@@ -55,9 +61,9 @@ enum XzWaits {
         let lines = totals.withLock { totals in
             Kind.allCases.map { kind in
                 let (ns, count) = totals[kind.rawValue]
-                return "unxz waits: \(kind) \(String(format: "%.3f", Double(ns) / 1e9)) s in \(count)\n"
+                return "unxz waits: \(kind) \(cFormat("%.3f", Double(ns) / 1e9)) s in \(count)\n"
             }
         }
-        FileHandle.standardError.write(Data(lines.joined().utf8))
+        StandardError.write(lines.joined())
     }
 }

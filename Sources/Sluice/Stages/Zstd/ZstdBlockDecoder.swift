@@ -1,5 +1,9 @@
 import CZstdDecoder
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// Owns the C block decoder (entropy tables, repeat offsets) and converts what carries
 /// over between blocks to and from the checkpoint's plain values.

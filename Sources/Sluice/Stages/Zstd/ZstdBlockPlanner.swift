@@ -1,5 +1,9 @@
 import CZstdDecoder
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 import Synchronization
 
 /// A block read whole (its bytes padded as the C decoder needs) and, once planned, what

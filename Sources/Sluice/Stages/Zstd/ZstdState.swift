@@ -1,4 +1,8 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// The zstd decoder's state at a cut: a plain, versioned value. Everything in it is
 /// re-validated on restore (the frame header is re-parsed, the entropy tables are rebuilt

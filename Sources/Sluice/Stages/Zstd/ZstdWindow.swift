@@ -1,5 +1,9 @@
 import CZstdDecoder
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
 import Foundation
+#endif
 
 /// The output history of a frame: a ring of two segments so no byte is ever moved.
 /// Each block is decoded in place at the write position; when a block might not fit
