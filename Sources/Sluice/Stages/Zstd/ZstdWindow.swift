@@ -4,6 +4,9 @@ import FoundationEssentials
 #else
 import Foundation
 #endif
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The output history of a frame: a ring of two segments so no byte is ever moved.
 /// Each block is decoded in place at the write position; when a block might not fit
