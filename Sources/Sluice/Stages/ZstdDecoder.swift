@@ -151,7 +151,7 @@ public final class ZstdDecoder: ForwardingSink {
             let header = try ZstdFrameHeader(frameHeaderBytes, windowLimit: windowLimit)
             frame = header
             frameOutput = 0
-            window.start(windowSize: header.windowSize)
+            try window.start(windowSize: header.windowSize)
             blocks.resetFrame()
             checksum = ZstdChecksum()
             begin(.blockHeader, need: 3)
@@ -443,7 +443,7 @@ public final class ZstdDecoder: ForwardingSink {
         frameHeaderBytes = Array(saved.header)
         frameOutput = saved.frameOutput
         blockHeader = phase == .block ? saved.blockHeader : nil
-        window.start(windowSize: header.windowSize, restored: saved.window)
+        try window.start(windowSize: header.windowSize, restored: saved.window)
     }
 }
 
