@@ -121,6 +121,20 @@ final class ZstdDecoderTests: XCTestCase {
         expectCorrupt(reservedBlock, "reserved")
     }
 
+    /// A window the raised limit allows but the system cannot give (2 TiB, `memlimit=4TiB`):
+    /// a typed error (exit 6), not the abort of a failed allocation (review 3: SIGABRT from a
+    /// 10-byte input). Where the system does grant it lazily, the byte still decodes.
+    func testWindowTheSystemRefusesIsATypedError() throws {
+        let frame: [UInt8] = [0x28, 0xb5, 0x2f, 0xfd, 0x00, 0xf8, 0x09, 0x00, 0x00, 0x41]
+        do {
+            let output = try Self.decode(frame, windowLimit: 1 << 42)
+            XCTAssertEqual(output, [0x41])
+        } catch let error as SluiceError {
+            XCTAssertEqual(error.exitCode, 6, "\(error)")
+            XCTAssertTrue(error.description.contains("2 TiB zstd window"), error.description)
+        }
+    }
+
     /// Every prefix of a small frame is refused, never accepted as complete.
     func testEveryTruncationIsRefused() throws {
         let dir = try makeTemporaryDirectory(self)

@@ -84,6 +84,26 @@ final class ZstdRestoreTests: XCTestCase {
         }
     }
 
+    /// Empty skippable frames are 8 bytes each and count as frames: a checkpoint after a run
+    /// of them holds more frames than compressedOffset / 9 and must still restore (review 3:
+    /// the restore's bound assumed every frame takes 9 bytes and refused it).
+    func testCutAfterEmptySkippableFramesRestores() throws {
+        let dir = try makeTemporaryDirectory(self)
+        let plain = makeTestData(count: 5_000, seed: 4)
+        let skippables = (0..<10).flatMap { _ in zstdSkippableFrame([]) }
+        let zst = skippables + (try zstdCompress(plain, "-3", in: dir))
+        var rng = SeededRandom(seed: 2)
+        for cut in [8, 16, skippables.count, skippables.count + 4] {
+            let first = try Chain()
+            try feed(zst[0..<cut], into: first.decoder, rng: &rng, oneByteWrites: false)
+            let checkpoint = try roundTripped(self.cut(first.decoder, offset: cut))
+            let second = try Chain(checkpoint: checkpoint, previousOutput: first.sink.bytes)
+            try feed(zst[cut...], into: second.decoder, rng: &rng, oneByteWrites: false)
+            try second.decoder.finish()
+            XCTAssertTrue(second.sink.bytes == plain, "cut at \(cut): output differs")
+        }
+    }
+
     func testSnapshotOfRestoredStateIsIdentical() throws {
         let dir = try makeTemporaryDirectory(self)
         let (_, zst, _) = try Self.corpus(in: dir)[0]

@@ -155,7 +155,7 @@ public final class ZstdDecoder: ForwardingSink {
             let header = try ZstdFrameHeader(frameHeaderBytes, windowLimit: windowLimit)
             frame = header
             frameOutput = 0
-            window.start(windowSize: header.windowSize)
+            try window.start(windowSize: header.windowSize)
             blocks.resetFrame()
             checksum = ZstdChecksum()
             begin(.blockHeader, need: 3)
@@ -382,9 +382,9 @@ public final class ZstdDecoder: ForwardingSink {
         guard state.version == ZstdState.currentVersion else {
             throw ZstdFormatError("it has version \(state.version), this build reads version \(ZstdState.currentVersion)")
         }
-        // A frame takes at least 9 bytes (magic, descriptor, one size byte, a block header):
-        // a count beyond that is forged, and would overflow the messages' `framesDone + 1`.
-        guard state.framesDone >= 0, UInt64(state.framesDone) <= state.compressedOffset / 9,
+        // A frame takes at least 8 bytes (an empty skippable frame: magic and size; a data
+        // frame takes 9): a count beyond that is forged, and would overflow `framesDone + 1`.
+        guard state.framesDone >= 0, UInt64(state.framesDone) <= state.compressedOffset / 8,
             state.compressedOffset >= UInt64(state.pending.count)
         else {
             throw ZstdFormatError("its offsets are inconsistent")
@@ -447,7 +447,7 @@ public final class ZstdDecoder: ForwardingSink {
         frameHeaderBytes = Array(saved.header)
         frameOutput = saved.frameOutput
         blockHeader = phase == .block ? saved.blockHeader : nil
-        window.start(windowSize: header.windowSize, restored: saved.window)
+        try window.start(windowSize: header.windowSize, restored: saved.window)
     }
 }
 

@@ -27,10 +27,11 @@ final class ZstdWindow {
 
     init() {
         usable = 0
-        storage = Self.allocate(Self.extra)
+        guard let memory = Self.allocate(Self.extra) else { fatalError("out of memory allocating a zstd window ring") }
+        storage = memory
     }
 
-    deinit { storage.deallocate() }
+    deinit { free(storage) }
 
     private static var extra: Int { 2 * block + 64 + Int(ZSD_OUTPUT_SLACK) + 64 }
 
@@ -42,20 +43,26 @@ final class ZstdWindow {
     /// of one missed the TLB and walked the page tables first (perf: ~20% of execution's
     /// samples on the prefetch alone). The tail past the last whole stretch keeps 4 KiB pages,
     /// so the ring costs no more memory than before; a refusal only leaves the 4 KiB pages.
-    private static func allocate(_ byteCount: Int) -> UnsafeMutableRawPointer {
-        guard byteCount >= hugePage else { return .allocate(byteCount: byteCount, alignment: 64) }
-        let memory = UnsafeMutableRawPointer.allocate(byteCount: byteCount, alignment: hugePage)
-        _ = madvise(memory, byteCount / hugePage * hugePage, MADV_HUGEPAGE)
+    /// Nil when the system refuses: a window the limit allows may still be more than it
+    /// gives (`memlimit=4TiB` and a frame asking for 2 TiB), and that is an error, not an abort.
+    private static func allocate(_ byteCount: Int) -> UnsafeMutableRawPointer? {
+        var memory: UnsafeMutableRawPointer?
+        guard posix_memalign(&memory, byteCount >= hugePage ? hugePage : 64, byteCount) == 0, let memory else { return nil }
+        if byteCount >= hugePage { _ = madvise(memory, byteCount / hugePage * hugePage, MADV_HUGEPAGE) }
         return memory
     }
 
     /// Starts a frame with a window of `size` bytes (already checked against the limit),
     /// holding `restored` as the history (a checkpoint's window; empty for a new frame).
-    func start(windowSize size: UInt64, restored: Data = Data()) {
+    /// Throws (exit 6) when the system cannot give the ring.
+    func start(windowSize size: UInt64, restored: Data = Data()) throws(SluiceError) {
         let needed = Int(size) + 2 * Self.block + 64
         if needed > usable {
-            storage.deallocate()
-            storage = Self.allocate(needed + Int(ZSD_OUTPUT_SLACK) + 64)
+            guard let memory = Self.allocate(needed + Int(ZSD_OUTPUT_SLACK) + 64) else {
+                throw .io(path: "a \(ByteSize.text(size)) zstd window", operation: "allocate memory for", errno: ENOMEM)
+            }
+            free(storage)
+            storage = memory
             usable = needed
         }
         windowSize = size
