@@ -310,6 +310,33 @@ final class XzParallelTests: XCTestCase {
         }
     }
 
+    /// A wrong check is reported at the check, whether the block streamed as the head or a
+    /// worker decoded it: the head named the start of its last LZMA2 chunk instead (14 KB
+    /// early for 2 MiB blocks), since the end of the data is read in the same step.
+    func testAWrongCheckIsReportedAtTheCheckInEveryBlock() throws {
+        let dir = try makeTemporaryDirectory(self)
+        let plain = makeTestData(count: 96_000, seed: 54)
+        let xz = try Self.multiBlock(plain, "-0 --block-size=12000", dir: dir)
+        let blocks = try Self.blockOffsets(xz, dir: dir) + [(compressed: UInt64(xz.count), uncompressed: UInt64(plain.count))]
+        // Every block ends in its CRC64, where the next block begins (the last block's is left out).
+        let checks = (1..<8).map { Int(blocks[$0].compressed) - 8 }
+        for n in 0..<7 {
+            var bad = xz
+            bad[checks[n]] ^= 0x01
+            let decoder = try XzDecoder(next: MemorySink(), decoders: 2)
+            XCTAssertThrowsError(
+                try {
+                    try write(bad, to: decoder, chunk: 4096)
+                    try decoder.finish()
+                }()
+            ) { error in
+                guard case SluiceError.corruptData("xz", let offset, let reason) = error else { return XCTFail("block \(n + 1): \(error)") }
+                XCTAssertTrue(reason.contains("CRC64 mismatch in block \(n + 1)"), "block \(n + 1): \(reason)")
+                XCTAssertEqual(offset, UInt64(checks[n]), "block \(n + 1): \(reason)")
+            }
+        }
+    }
+
     /// Workers leave when the stage finishes, fails or is released: none is left running.
     func testWorkersStopAfterFinishAndAfterFailure() throws {
         let dir = try makeTemporaryDirectory(self)

@@ -25,6 +25,9 @@ final class XzHeadBlock {
     private(set) var isDone = false
     /// The job's bytes below this were given back to the system (decoded, never read again).
     private var released: Int
+    /// Where the chunk or field being checked begins in the block (for errors): a step that
+    /// decodes the last chunk goes on to the end, padding and check.
+    private var checking = 0
 
     /// `lzma2` is the stage's decoder, whose window memory is reused block after block.
     init(_ job: XzBlockJob, lzma2: Lzma2Decoder) {
@@ -48,11 +51,10 @@ final class XzHeadBlock {
     /// Decodes the next chunk, or at the end of the LZMA2 data checks sizes, padding and
     /// check; `emit` gets the output. Damage is a corrupt-data error at its input offset.
     func advance(_ emit: (UnsafeRawBufferPointer) throws -> Void) throws {
-        let at = position
         do {
             try step(emit)
         } catch let error as XzFormatError {
-            throw SluiceError.corruptData(format: "xz", offset: job.offset &+ UInt64(at), reason: error.reason)
+            throw SluiceError.corruptData(format: "xz", offset: job.offset &+ UInt64(checking), reason: error.reason)
         }
         releaseDecoded()
     }
@@ -79,6 +81,7 @@ final class XzHeadBlock {
         let declared = Int(job.header.compressedSize ?? 0)
         let end = job.header.size + declared
         let at = position
+        checking = at
         guard at < end else { throw XzFormatError("the block is longer than its header's compressed size \(declared)") }
         if raw[at] == 0 {
             compressedSize &+= 1
@@ -118,9 +121,11 @@ final class XzHeadBlock {
             throw XzFormatError("the block decodes to \(uncompressedSize) bytes, its header says \(declared)")
         }
         let padding = (4 - compressed % 4) % 4
+        checking = end
         guard UnsafeRawBufferPointer(rebasing: job.raw[end..<(end + padding)]).allSatisfy({ $0 == 0 }) else {
             throw XzFormatError("block padding is not zero")
         }
+        checking = end + padding
         guard UnsafeRawBufferPointer(rebasing: job.raw[(end + padding)..<job.count]).elementsEqual(check.finalBytes()) else {
             throw XzFormatError("\(check.name) mismatch in block \(job.blockNumber) of stream \(job.streamNumber)")
         }
