@@ -26,7 +26,7 @@ final class LinkedLibrariesTests: XCTestCase {
 
     /// libcurl is opened on first use, so a machine without a loadable libcurl.so.4 (absent,
     /// or a different build lacking a function) runs every other stage; a fetch is refused
-    /// naming libcurl, not the URL, and leaves nothing behind.
+    /// naming libcurl, not the URL, and leaves nothing behind; --version says why it is missing.
     func testFetchWithoutLoadableLibcurlNamesLibcurl() throws {
         let dir = try makeTemporaryDirectory(self)
         let libs = dir + "/lib"
@@ -44,6 +44,11 @@ final class LinkedLibrariesTests: XCTestCase {
             XCTAssertFalse(fetch.stderr.contains("not a URL"), "the URL is blamed:\n\(fetch.stderr)")
             XCTAssertFalse(FileManager.default.fileExists(atPath: dir + "/out.sluice-part"))
         }
+        let version = try SluiceBinary.run(["--version"], in: dir, environment: environment)
+        XCTAssertEqual(version.status, 0, version.stderr)
+        let versionText = String(decoding: version.stdout, as: UTF8.self)
+        XCTAssertTrue(versionText.contains("libcurl not available: "), versionText)
+        XCTAssertTrue(versionText.contains("libcurl.so.4"), versionText)
         let read = try SluiceBinary.run(["read in | file copy"], in: dir, environment: environment)
         XCTAssertEqual(read.status, 0, read.stderr)
         XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: dir + "/copy")), Data("hello\n".utf8))
