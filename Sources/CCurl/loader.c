@@ -3,6 +3,7 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdio.h>
 
 static struct {
     CURLcode (*global_init)(long);
@@ -25,14 +26,22 @@ static struct {
 
 static int loaded;
 static pthread_once_t loading = PTHREAD_ONCE_INIT;
+// Why loading failed (dlerror's text, or the missing function), for the user.
+static char failure[512];
 
 // Every entry or none: `loaded` is set only when all of them resolved.
 static void load(void) {
     void *library = dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
-    if (library == NULL) return;
-#define RESOLVE(field, name)                                   \
-    if ((*(void **)&api.field = dlsym(library, name)) == NULL) \
+    if (library == NULL) {
+        const char *reason = dlerror();
+        snprintf(failure, sizeof failure, "%s", reason != NULL ? reason : "libcurl.so.4: not found");
         return;
+    }
+#define RESOLVE(field, name)                                                        \
+    if ((*(void **)&api.field = dlsym(library, name)) == NULL) {                    \
+        snprintf(failure, sizeof failure, "libcurl.so.4 has no function %s", name); \
+        return;                                                                     \
+    }
     RESOLVE(global_init, "curl_global_init")
     RESOLVE(easy_init, "curl_easy_init")
     RESOLVE(easy_cleanup, "curl_easy_cleanup")
@@ -57,6 +66,8 @@ static int ready(void) {
     pthread_once(&loading, load);
     return loaded;
 }
+
+const char *sluice_curl_unavailable(void) { return ready() ? NULL : failure; }
 
 CURLcode curl_global_init(long flags) { return ready() ? api.global_init(flags) : CURLE_FAILED_INIT; }
 CURL *curl_easy_init(void) { return ready() ? api.easy_init() : NULL; }

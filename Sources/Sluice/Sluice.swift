@@ -27,7 +27,9 @@ public enum Sluice {
     /// `7.88.1`: curl_version_info's field, not curl_version()'s `libcurl/7.88.1 OpenSSL/…`
     /// text, which initializes LDAP to name its version (SASL plugins and a database
     /// library loaded, half a MiB, to print a line). Every age of the struct has `version`.
+    /// Without a loadable libcurl (it is opened on first use), why not.
     private static var curlVersion: String {
-        curl_version_info(CURLVERSION_FIRST)?.pointee.version.map { String(cString: $0) } ?? "?"
+        if let reason = sluice_curl_unavailable() { return "not available: " + String(cString: reason) }
+        return curl_version_info(CURLVERSION_FIRST)?.pointee.version.map { String(cString: $0) } ?? "?"
     }
 }

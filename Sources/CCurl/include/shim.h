@@ -58,6 +58,10 @@ CURLUcode curl_url_get(const CURLU *handle, CURLUPart what, char **part, unsigne
 CURLUcode curl_url_set(CURLU *handle, CURLUPart what, const char *part, unsigned int flags) __asm__("sluice_curl_url_set");
 curl_version_info_data *curl_version_info(CURLversion age) __asm__("sluice_curl_version_info");
 
+// NULL once libcurl.so.4 is loaded with every function above; else why it could not be
+// (loading it first if no call did yet), for a message that names libcurl, not the URL.
+const char *sluice_curl_unavailable(void);
+
 // curl_easy_setopt and curl_easy_getinfo are variadic; Swift needs one typed entry per argument kind.
 CURLcode sluice_setopt_long(CURL *h, CURLoption o, long v);
 CURLcode sluice_setopt_offt(CURL *h, CURLoption o, curl_off_t v);

@@ -17,6 +17,7 @@ enum URLCheck {
             throw StageWordError("'\(DisplayText.url(text))' is not a valid URL")
         }
         // What libcurl will be given must also parse there (ports, spaces, …).
+        if schemes.contains(scheme), let reason = FetchURL.libcurlUnavailable { throw StageWordError(reason) }
         guard schemes.contains(scheme) == false || FetchURL(text) != nil else {
             throw StageWordError("'\(DisplayText.url(text))' is not a URL libcurl accepts")
         }

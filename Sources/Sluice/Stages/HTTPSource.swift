@@ -43,6 +43,7 @@ public final class HTTPSource: ByteSource {
 
     /// `resumeFrom`: the checkpoint's source state (offset and validators), or nil to start at zero.
     public init(url: String, options: HTTPOptions, resumeFrom: SourceState?, control: RunControl) throws {
+        if let reason = FetchURL.libcurlUnavailable { throw SluiceError.usage(reason) }
         guard let start = FetchURL(url), ["http", "https", "file"].contains(start.scheme) else {
             throw SluiceError.usage("fetch: '\(DisplayText.url(url))' is not an http, https or file URL")
         }

@@ -32,6 +32,12 @@ struct FetchURL: Equatable {
 
     var isFile: Bool { scheme == "file" }
 
+    /// Why libcurl cannot be used (it is opened on first use), or nil when it can: without
+    /// it no URL parses, and the user must hear about the library, not the URL.
+    static var libcurlUnavailable: String? {
+        sluice_curl_unavailable().map { "fetch needs libcurl (libcurl.so.4), which could not be loaded: " + String(cString: $0) }
+    }
+
     private init?(_ text: String, relativeTo base: FetchURL?) {
         guard let handle = curl_url() else { return nil }
         defer { curl_url_cleanup(handle) }
