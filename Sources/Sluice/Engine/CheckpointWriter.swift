@@ -13,7 +13,7 @@ final class CheckpointWriter: @unchecked Sendable {
     private let store: CheckpointStore
     private let spec: String
     private let control: RunControl
-    private let condition = NSCondition()
+    private let condition = ThreadCondition()
     private var pending: Cut?
     private var busy = false
     private var stopping = false

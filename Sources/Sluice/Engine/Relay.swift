@@ -140,7 +140,7 @@ final class RelayQueue: @unchecked Sendable {
     }
 
     // All mutable state is guarded by `condition`.
-    private let condition = NSCondition()
+    private let condition = ThreadCondition()
     private var free: [Int]
     private var items: [Item] = []
     private var failure: Error?

@@ -44,6 +44,3 @@ final class ThreadCondition: @unchecked Sendable {
     func signal() { pthread_cond_signal(condition) }
     func broadcast() { pthread_cond_broadcast(condition) }
 }
-
-/// Foundation's name for it, which the decoders' worker pools were written against.
-typealias NSCondition = ThreadCondition

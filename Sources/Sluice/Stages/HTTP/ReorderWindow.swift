@@ -17,7 +17,7 @@ final class ReorderWindow: @unchecked Sendable {
     // Every mutable field is guarded by `condition`.
     let capacity: Int
     private let ring: UnsafeMutableRawBufferPointer
-    private let condition = NSCondition()
+    private let condition = ThreadCondition()
     /// Every byte before it has left the window (or never needed it).
     private(set) var base: UInt64
     /// Stored ranges, coalesced, by start and by end.

@@ -31,7 +31,7 @@ final class XzBlockPool: @unchecked Sendable {
     }
 
     // Guarded by `condition`: the entries and how many workers run.
-    private let condition = NSCondition()
+    private let condition = ThreadCondition()
     private var entries: [Entry] = []
     private var running = 0
     private let stopping = Atomic<Bool>(false)

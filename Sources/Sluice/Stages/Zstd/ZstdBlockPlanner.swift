@@ -63,7 +63,7 @@ final class ZstdBlockPlanner: @unchecked Sendable {
     let blocks = ZstdBlockDecoder()
 
     // Guarded by `condition`: the jobs, their progress, `broken` and how many workers run.
-    private let condition = NSCondition()
+    private let condition = ThreadCondition()
     private var jobs: [ZstdBlockJob] = []
     private var broken = false
     private var running = 0
