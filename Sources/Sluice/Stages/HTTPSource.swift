@@ -227,8 +227,7 @@ public final class HTTPSource: ByteSource {
     /// to check against: a change that keeps the length cannot be seen here, so say so
     /// (a `verify` stage still catches it before anything is published).
     private func noticeUnvalidatedResume(known: FetchValidators?, seen: FetchValidators, server: String) {
-        let validated = [known?.etag, known?.lastModified, seen.etag, seen.lastModified].contains { $0 != nil }
-        guard !validated,
+        guard known?.hasValidator != true, !seen.hasValidator,
             saidUnvalidated.withLock({ said in
                 defer { said = true }
                 return !said

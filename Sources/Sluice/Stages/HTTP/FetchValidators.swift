@@ -20,6 +20,9 @@ struct FetchValidators: Sendable, Equatable {
             lastModifiedIsStrong: state.lastModifiedIsStrong ?? false)
     }
 
+    /// Whether there is anything but the length to tell versions apart.
+    var hasValidator: Bool { etag != nil || lastModified != nil }
+
     /// The `If-Range` value (RFC 9110 §13.1.5): only a strong validator may be used there —
     /// a strong ETag, else a Last-Modified date shown to be strong. Otherwise none is sent,
     /// and the response's own validators are checked instead (ResumeJudge).
