@@ -115,6 +115,14 @@ public final class Pipeline: Sendable {
         case .discardThenFresh(let undoStdout):
             // Appending to a file on stdout: take back what the abandoned run added.
             if let undoStdout, output == nil { try StdoutSink.undo(undoStdout) }
+            if undoStdout == nil, output == nil, stored.isUnreadable, let size = POSIX.fileSize(STDOUT_FILENO), size > 0,
+                POSIX.isRegularFile(STDOUT_FILENO)
+            {
+                control.progress.emit(
+                    .notice(
+                        "the checkpoint \(store?.path ?? "") could not be read, so what the abandoned run appended to the file on stdout cannot be told apart and stays in it"
+                    ))
+            }
             store?.remove()
             discardPartialOutput()
         case .distrustThenFresh(let reason):
