@@ -239,15 +239,16 @@ public final class Pipeline: Sendable {
         for note in built.notes { control.progress.emit(.notice(note)) }
         let startOffset = checkpoint?.source.offset ?? 0
         control.progress.emit(.start(spec: spec.redactedDescription, total: checkpoint?.source.totalLength, resumedAt: checkpoint?.source.offset))
-        var seal: (@Sendable (Cut) -> Void)?
+        var seal: (@Sendable (Cut) throws -> Void)?
         if let writer {
             // stdout cannot take back bytes a kill leaves with no checkpoint on disk (a rerun
             // would append the whole stream after them): on a fresh run its sink waits until
-            // the cut before the first byte is stored. Later cuts are stored behind the stream.
+            // the cut before the first byte is stored, and stops if it cannot be (a full
+            // disk): no byte goes out. Later cuts are stored behind the stream.
             let firstIsStoredFirst = checkpoint == nil && output == nil
             seal = { cut in
                 writer.submit(cut)
-                if firstIsStoredFirst && cut.source.offset == 0 { try? writer.flush() }
+                if firstIsStoredFirst && cut.source.offset == 0 { try writer.flush() }
             }
         }
         let pacing = CheckpointPacing(

@@ -10,7 +10,7 @@ final class PipelineHead: ByteSink {
     private let pacing: CheckpointPacing
     /// The appendix size of the last stored checkpoint (the checkpoint writer's).
     private let stateBytes: @Sendable () -> UInt64
-    private let seal: (@Sendable (Cut) -> Void)?
+    private let seal: (@Sendable (Cut) throws -> Void)?
     /// The checkpoint whose directory holds each cut's spill file (nil: blobs in memory).
     private let spillBeside: String?
     private(set) var offset: UInt64
@@ -26,7 +26,7 @@ final class PipelineHead: ByteSink {
     /// - Parameter spillBeside: the checkpoint path, beside which cuts spill their windows.
     init(
         source: ByteSource, next: ByteSink, startOffset: UInt64, pacing: CheckpointPacing,
-        stateBytes: @escaping @Sendable () -> UInt64 = { 0 }, control: RunControl, seal: (@Sendable (Cut) -> Void)?,
+        stateBytes: @escaping @Sendable () -> UInt64 = { 0 }, control: RunControl, seal: (@Sendable (Cut) throws -> Void)?,
         spillBeside: String? = nil
     ) {
         self.source = source

@@ -12,9 +12,9 @@ public final class Cut: @unchecked Sendable {
     /// Where the stages put their large blobs (windows) until the cut is stored, instead of
     /// memory; nil (no checkpoint file, tests): in memory.
     let spill: CheckpointSpill?
-    private let onSeal: @Sendable (Cut) -> Void
+    private let onSeal: @Sendable (Cut) throws -> Void
 
-    init(source: SourceState, spill: CheckpointSpill? = nil, onSeal: @escaping @Sendable (Cut) -> Void) {
+    init(source: SourceState, spill: CheckpointSpill? = nil, onSeal: @escaping @Sendable (Cut) throws -> Void) {
         self.source = source
         self.spill = spill
         self.onSeal = onSeal
@@ -26,8 +26,9 @@ public final class Cut: @unchecked Sendable {
 
     /// Called by the terminal sink (see `TerminalSink`): the cut is complete. `makeDurable`
     /// is run by the checkpoint writer (possibly on another thread) before the checkpoint is stored.
-    func seal(makeDurable: (@Sendable () throws -> Void)?) {
+    /// Throws when the sink must not go on without this checkpoint stored (see `Pipeline`).
+    func seal(makeDurable: (@Sendable () throws -> Void)?) throws {
         self.makeDurable = makeDurable
-        onSeal(self)
+        try onSeal(self)
     }
 }
