@@ -155,16 +155,21 @@ final class Lzma2Decoder {
     /// Probabilities in use: the fixed part plus the literal coders lc + lp selects.
     private var probabilityCount: Int { Int(CXZ_LITERAL) + (0x300 << Int(model.pointee.lc + model.pointee.lp)) }
 
-    func snapshot() -> LzmaState {
+    /// The window goes to `spill` when there is one (a failed write is left in
+    /// `spill.failure` for the barrier to throw); otherwise it is copied.
+    func snapshot(spillingTo spill: CheckpointSpill? = nil) -> LzmaState {
         let m = model.pointee
         let count = probabilityCount
         let probabilities = Data(bytes: cxz_lzma_probs(model), count: count * 2)
         let keep = Int(min(window.history, UInt64(window.dict_size)))
-        let bytes = keep == 0 ? Data() : Data(bytes: window.buf + window.pos - keep, count: keep)
-        return LzmaState(
+        var state = LzmaState(
             needDictionaryReset: needDictionaryReset, needProperties: needProperties,
             lc: m.lc, lp: m.lp, pb: m.pb, state: m.state, reps: [m.rep0, m.rep1, m.rep2, m.rep3],
-            probabilities: probabilities, history: window.history, window: bytes)
+            probabilities: probabilities, history: window.history, window: Data())
+        if keep > 0 {
+            state.$window = CheckpointBlob(joining: [UnsafeRawBufferPointer(start: window.buf + window.pos - keep, count: keep)], spill: spill)
+        }
+        return state
     }
 
     /// Restores after `startBlock` with the block's dictionary size; every field is checked.
