@@ -71,4 +71,27 @@ final class Audit3RegressionTests: XCTestCase {
         let checkpoint = try XCTUnwrap(try CheckpointStore(path: ck).load())
         XCTAssertEqual(checkpoint.source.offset, 0)
     }
+
+    /// `--restart` over a checkpoint it cannot read cannot find where the abandoned run began
+    /// appending to the file on stdout: those bytes stay, and the run says so.
+    func testRestartOverAnUnreadableCheckpointSaysTheAppendedBytesStay() throws {
+        let input = dir + "/input", appended = dir + "/stdout", ck = dir + "/ck"
+        let data = makeTestData(count: 100_000, seed: 33)
+        try Data(data).write(to: URL(fileURLWithPath: input))
+        let earlier = Data("an earlier run's bytes\n".utf8)
+        try earlier.write(to: URL(fileURLWithPath: appended))
+        let spec = try PipelineSpec(parsing: "read \(input) | stdout")
+        try CheckpointStore(path: ck).save(
+            Checkpoint(spec: spec.checkpointIdentity, source: SourceState(kind: "read", location: input, offset: 0), stages: []))
+        var stored = try Data(contentsOf: URL(fileURLWithPath: ck))
+        stored[stored.count / 2] ^= 0x01
+        try stored.write(to: URL(fileURLWithPath: ck))
+
+        let run = try shell(
+            "'\(SluiceBinary.path)' --restart --checkpoint '\(ck)' '\(spec)' >> '\(appended)' 2> '\(dir)/stderr'; echo $?", capture: true)
+        let stderr = try String(contentsOfFile: dir + "/stderr", encoding: .utf8)
+        XCTAssertEqual(run.output.trimmingCharacters(in: .whitespacesAndNewlines), "0", stderr)
+        XCTAssertTrue(stderr.contains("cannot be told apart and stays"), stderr)
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: appended)), earlier + Data(data))
+    }
 }

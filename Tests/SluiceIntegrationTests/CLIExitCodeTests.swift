@@ -555,6 +555,26 @@ final class CLIExitCodeTests: XCTestCase {
         XCTAssertEqual(try DirectorySnapshot(mountPoint).names, ["out"])
     }
 
+    /// stdout cannot take back what it wrote, so when the checkpoint before the first byte
+    /// cannot be stored (its disk is full) the run stops with exit 6 and nothing on stdout:
+    /// the bytes queued behind that checkpoint used to go out before the stop.
+    func testStdoutGetsNothingWhenTheFirstCheckpointCannotBeStored() throws {
+        let dir = try makeTemporaryDirectory(self)
+        let mountPoint = dir + "/disk"
+        guard mountTmpfs(at: mountPoint, options: "size=1m") else { return }
+        // Every last byte taken (head stops at ENOSPC).
+        _ = try shell("head -c 2M /dev/zero > '\(mountPoint)/filler' 2>/dev/null")
+        try Data(makeTestData(count: 2 << 20, seed: 61)).write(to: URL(fileURLWithPath: dir + "/input"))
+
+        let run = try shell(
+            "cd '\(dir)' && '\(SluiceBinary.path)' -q --checkpoint disk/ck 'read input | stdout' > stdout 2> stderr; echo $?",
+            capture: true)
+        let stderr = (try? String(contentsOfFile: dir + "/stderr", encoding: .utf8)) ?? ""
+        XCTAssertEqual(run.output.trimmingCharacters(in: .whitespacesAndNewlines), "6", stderr)
+        XCTAssertTrue(stderr.contains("No space left"), stderr)
+        XCTAssertEqual(try fileSize(dir + "/stdout"), 0, "bytes reached stdout that no checkpoint covers")
+    }
+
     // MARK: 130 — interrupted: checkpoint saved where it stopped, rerun resumes
 
     private func assertInterruptSavesCheckpoint(_ signal: Int32) throws {

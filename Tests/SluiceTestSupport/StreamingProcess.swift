@@ -56,7 +56,9 @@ final class StreamingProcess: @unchecked Sendable {
         return true
     }
 
-    func signal(_ number: Int32) { kill(process.processIdentifier, number) }
+    /// Only while the child runs: once it is reaped its PID may be another process's (pid_max
+    /// is 32768 here, and kill loops go through PIDs fast).
+    func signal(_ number: Int32) { if process.isRunning { kill(process.processIdentifier, number) } }
 
     /// Waits for exit and for stderr to be drained; returns the exit status and all lines.
     func wait() -> (status: Int32, lines: [String]) {

@@ -115,6 +115,14 @@ public final class Pipeline: Sendable {
         case .discardThenFresh(let undoStdout):
             // Appending to a file on stdout: take back what the abandoned run added.
             if let undoStdout, output == nil { try StdoutSink.undo(undoStdout) }
+            if undoStdout == nil, output == nil, stored.isUnreadable, let size = POSIX.fileSize(STDOUT_FILENO), size > 0,
+                POSIX.isRegularFile(STDOUT_FILENO)
+            {
+                control.progress.emit(
+                    .notice(
+                        "the checkpoint \(store?.path ?? "") could not be read, so what the abandoned run appended to the file on stdout cannot be told apart and stays in it"
+                    ))
+            }
             store?.remove()
             discardPartialOutput()
         case .distrustThenFresh(let reason):
@@ -239,15 +247,16 @@ public final class Pipeline: Sendable {
         for note in built.notes { control.progress.emit(.notice(note)) }
         let startOffset = checkpoint?.source.offset ?? 0
         control.progress.emit(.start(spec: spec.redactedDescription, total: checkpoint?.source.totalLength, resumedAt: checkpoint?.source.offset))
-        var seal: (@Sendable (Cut) -> Void)?
+        var seal: (@Sendable (Cut) throws -> Void)?
         if let writer {
             // stdout cannot take back bytes a kill leaves with no checkpoint on disk (a rerun
             // would append the whole stream after them): on a fresh run its sink waits until
-            // the cut before the first byte is stored. Later cuts are stored behind the stream.
+            // the cut before the first byte is stored, and stops if it cannot be (a full
+            // disk): no byte goes out. Later cuts are stored behind the stream.
             let firstIsStoredFirst = checkpoint == nil && output == nil
             seal = { cut in
                 writer.submit(cut)
-                if firstIsStoredFirst && cut.source.offset == 0 { try? writer.flush() }
+                if firstIsStoredFirst && cut.source.offset == 0 { try writer.flush() }
             }
         }
         let pacing = CheckpointPacing(

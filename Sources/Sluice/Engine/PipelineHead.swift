@@ -10,7 +10,7 @@ final class PipelineHead: ByteSink {
     private let pacing: CheckpointPacing
     /// The appendix size of the last stored checkpoint (the checkpoint writer's).
     private let stateBytes: @Sendable () -> UInt64
-    private let seal: (@Sendable (Cut) -> Void)?
+    private let seal: (@Sendable (Cut) throws -> Void)?
     private(set) var offset: UInt64
     /// False once a write into the chain failed: some stage may have taken part of the
     /// chunk, so no barrier can describe the stages any more.
@@ -23,7 +23,7 @@ final class PipelineHead: ByteSink {
     /// - Parameter seal: where sealed cuts go (the checkpoint writer); nil disables barriers.
     init(
         source: ByteSource, next: ByteSink, startOffset: UInt64, pacing: CheckpointPacing,
-        stateBytes: @escaping @Sendable () -> UInt64 = { 0 }, control: RunControl, seal: (@Sendable (Cut) -> Void)?
+        stateBytes: @escaping @Sendable () -> UInt64 = { 0 }, control: RunControl, seal: (@Sendable (Cut) throws -> Void)?
     ) {
         self.source = source
         self.next = next

@@ -123,3 +123,13 @@ enum LockFileCleanup {
         failure?.exitCode != 2 || createdByThisRun
     }
 }
+
+extension StoredCheckpoint {
+    /// A sluice checkpoint whose contents cannot be used (damaged or not authenticated).
+    var isUnreadable: Bool {
+        switch self {
+        case .damaged, .untrusted: return true
+        case .none, .valid, .foreign: return false
+        }
+    }
+}

@@ -148,7 +148,7 @@ public final class StdoutSink: TerminalSink {
     public func barrier(_ cut: Cut) throws {
         try cutBackIfResumed()
         cut.record(snapshot())
-        cut.seal(makeDurable: try durability())
+        try cut.seal(makeDurable: try durability())
     }
 
     public func snapshot() -> StdoutSinkState {

@@ -67,7 +67,7 @@ extension TerminalSink {
 extension TerminalSink {
     public func barrier(_ cut: Cut) throws {
         cut.record(snapshot())
-        cut.seal(makeDurable: try durability())
+        try cut.seal(makeDurable: try durability())
     }
 }
 

@@ -9,9 +9,9 @@ public final class Cut: @unchecked Sendable {
     public private(set) var stages: [StageState] = []
     /// Runs before the checkpoint is written: makes the sink's bytes durable (fsync).
     public private(set) var makeDurable: (@Sendable () throws -> Void)?
-    private let onSeal: @Sendable (Cut) -> Void
+    private let onSeal: @Sendable (Cut) throws -> Void
 
-    init(source: SourceState, onSeal: @escaping @Sendable (Cut) -> Void) {
+    init(source: SourceState, onSeal: @escaping @Sendable (Cut) throws -> Void) {
         self.source = source
         self.onSeal = onSeal
     }
@@ -22,8 +22,9 @@ public final class Cut: @unchecked Sendable {
 
     /// Called by the terminal sink (see `TerminalSink`): the cut is complete. `makeDurable`
     /// is run by the checkpoint writer (possibly on another thread) before the checkpoint is stored.
-    func seal(makeDurable: (@Sendable () throws -> Void)?) {
+    /// Throws when the sink must not go on without this checkpoint stored (see `Pipeline`).
+    func seal(makeDurable: (@Sendable () throws -> Void)?) throws {
         self.makeDurable = makeDurable
-        onSeal(self)
+        try onSeal(self)
     }
 }

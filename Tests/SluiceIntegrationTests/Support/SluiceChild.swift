@@ -14,7 +14,9 @@ struct SluiceOutcome {
     var stdout: Data
     var lines: [String]
 
-    var stderr: String { lines.joined(separator: "\n") }
+    /// stderr as a failure message shows it; a death by signal is named first, since its
+    /// status alone reads like an exit code (SIGINT before the handlers are set is "2").
+    var stderr: String { ((signalled ? ["[killed by signal \(status)]"] : []) + lines).joined(separator: "\n") }
     /// stderr lines that are not `--progress json` objects.
     var messages: [String] { lines.filter { !$0.hasPrefix("{") } }
 
