@@ -421,7 +421,8 @@ public final class XzDecoder: ForwardingSink {
             // Lent whole to a sink on another thread: this thread goes on with the next head
             // while the block is written (copying it waited for the sink, and the worker idled).
             if let taker = next as? HandOverSink, let mapping = job.takeOutputMapping() {
-                try taker.write(handingOver: UnsafeRawBufferPointer(output), whenDone: pool.handOver(mapping))
+                let lent = pool.handOver(mapping)
+                try taker.write(handingOver: UnsafeRawBufferPointer(output), released: lent.released, whenDone: lent.done)
                 blocksHandedOver += 1
                 return
             }

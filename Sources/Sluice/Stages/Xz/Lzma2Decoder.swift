@@ -87,6 +87,17 @@ final class Lzma2Decoder {
         h[0] >= 0x80 ? (Int(h[3]) << 8 | Int(h[4])) + 1 : (Int(h[1]) << 8 | Int(h[2])) + 1
     }
 
+    /// Bytes a chunk decodes to, from its complete header (not the end byte).
+    static func outputLength(header h: UnsafeRawBufferPointer) -> Int {
+        h[0] >= 0x80 ? (Int(h[0] & 0x1F) << 16 | Int(h[1]) << 8 | Int(h[2])) + 1 : payloadLength(header: h)
+    }
+
+    /// The window's buffer (a worker's block output is one of the pool's mappings).
+    var windowBase: UnsafeMutableRawPointer? { UnsafeMutableRawPointer(window.buf) }
+
+    /// Bytes in the window: a whole block's output so far.
+    var outputCount: Int { window.pos }
+
     /// Decodes one whole chunk (header + payload, with CXZ_INPUT_SLACK readable bytes after
     /// it) into the window; returns its output, valid until the next call.
     func decode(chunk: UnsafeRawBufferPointer) throws -> UnsafeRawBufferPointer {
@@ -102,7 +113,7 @@ final class Lzma2Decoder {
         } else if needDictionaryReset {
             throw XzFormatError("the first LZMA2 chunk does not reset the dictionary")
         }
-        let outputSize = control >= 0x80 ? (Int(control & 0x1F) << 16 | Int(chunk[1]) << 8 | Int(chunk[2])) + 1 : payload.count
+        let outputSize = Self.outputLength(header: chunk)
         if let wholeBlockSize, window.pos + outputSize > wholeBlockSize {
             throw XzFormatError("the block decodes to more than its header's uncompressed size \(wholeBlockSize)")
         }
