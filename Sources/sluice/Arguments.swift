@@ -128,6 +128,8 @@ struct Arguments {
         guard let text = String(validating: data, as: UTF8.self) else {
             throw .usage("spec file '\(shown)' is not UTF-8 text")
         }
+        // Editors that save "UTF-8 with BOM" start the file with U+FEFF: not part of the spec.
+        if text.unicodeScalars.first == "\u{FEFF}" { return String(text.unicodeScalars.dropFirst()) }
         return text
     }
 

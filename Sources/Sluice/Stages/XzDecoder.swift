@@ -267,11 +267,15 @@ public final class XzDecoder: ForwardingSink {
         if phase == .check && checkKind.size == 0 { try endBlock(storedCheck: UnsafeRawBufferPointer(start: nil, count: 0)) }
     }
 
+    private static let magic: [UInt8] = [0xFD, 0x37, 0x7A, 0x58, 0x5A, 0x00]
+
+    /// What bytes that cannot begin a stream are: the whole input, or what follows a stream.
+    private var notAStream: String {
+        streamsDone == 0 ? "not xz data (no xz magic bytes)" : "garbage after the end of an xz stream"
+    }
+
     private func startStream(_ unit: UnsafeRawBufferPointer) throws {
-        let magic: [UInt8] = [0xFD, 0x37, 0x7A, 0x58, 0x5A, 0x00]
-        guard unit.prefix(6).elementsEqual(magic) else {
-            throw XzFormatError(streamsDone == 0 ? "not xz data (no xz magic bytes)" : "garbage after the end of an xz stream")
-        }
+        guard unit.prefix(6).elementsEqual(Self.magic) else { throw XzFormatError(notAStream) }
         guard littleEndian32(unit, at: 8) == xzCRC32(UnsafeRawBufferPointer(rebasing: unit[6..<8])) else {
             throw XzFormatError("stream header CRC32 mismatch")
         }
@@ -477,6 +481,10 @@ public final class XzDecoder: ForwardingSink {
             switch phase {
             case .streamHeader where streamsDone == 0 && pendingCount == 0:
                 throw SluiceError.corruptData(format: "xz", offset: 0, reason: "no xz data at all (empty input)")
+            case .streamHeader
+            where !UnsafeRawBufferPointer(rebasing: pending[0..<min(pendingCount, 6)]).elementsEqual(Self.magic.prefix(pendingCount)):
+                // Too few bytes for a header, and they do not begin one: not a stream cut short.
+                throw SluiceError.corruptData(format: "xz", offset: inputOffset &- UInt64(pendingCount), reason: notAStream)
             case .streamHeader: where_ = "inside a stream header"
             case .blockStart, .blockHeader: where_ = "inside a block header"
             case .chunk, .blockPadding, .blockBody: where_ = "inside compressed data (truncated block)"
