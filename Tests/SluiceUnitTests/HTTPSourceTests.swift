@@ -301,6 +301,8 @@ final class HTTPSourceTests: XCTestCase {
         try withFaultServer(body: Self.body, fault: { $0.always416 = true }) { server in
             let run = try fetch(server.url(), resumeFrom: Self.checkpoint(server.url(), offset: 30_000))
             assertChanged(run.error, url: server.url(), mentions: "416")
+            // Same validators, same length: the message must not claim the length changed.
+            assertChanged(run.error, url: server.url(), mentions: "holds \(Self.size) bytes, yet refuses that range")
             XCTAssertTrue(run.sink.bytes.isEmpty)
         }
     }
@@ -312,6 +314,18 @@ final class HTTPSourceTests: XCTestCase {
             let run = try fetch(server.url())
             assertTransfer(run.error, url: server.url(), mentions: ["HTTP 404 Not Found from 127.0.0.1:\(server.port)"])
             XCTAssertEqual(server.requests.count, 1)
+            XCTAssertTrue(run.events.retries.isEmpty)
+            XCTAssertTrue(run.sink.bytes.isEmpty)
+        }
+    }
+
+    /// libcurl answers a header line over its limit with "Out of memory"; the message must
+    /// point at the server too, and nothing is retried.
+    func testOversizedHeaderLineNamesTheServer() throws {
+        let line = "X-Junk: " + String(repeating: "a", count: 200 << 10)
+        try withFaultServer(body: Self.body, fault: { $0.extraHeaders = [line] }) { server in
+            let run = try fetch(server.url())
+            assertTransfer(run.error, url: server.url(), mentions: ["127.0.0.1:\(server.port) sends a response header line over"])
             XCTAssertTrue(run.events.retries.isEmpty)
             XCTAssertTrue(run.sink.bytes.isEmpty)
         }

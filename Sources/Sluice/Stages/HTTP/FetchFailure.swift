@@ -56,6 +56,13 @@ enum FetchFailure: Error, Equatable {
         case CURLE_FILE_COULDNT_READ_FILE:
             return .permanent(
                 .curl(code: Int(code.rawValue), message: "cannot read \(DisplayText.url(url.text)): \(message)"))
+        case CURLE_OUT_OF_MEMORY:
+            // libcurl 7.88 reports a response header line over its 100 KiB limit this way, which
+            // blames the machine for what is nearly always the server.
+            return .permanent(
+                .curl(
+                    code: Int(code.rawValue),
+                    message: "\(message) (libcurl also says this when \(server) sends a response header line over its 100 KiB limit)"))
         case CURLE_BAD_DOWNLOAD_RESUME:
             return .changed("it is now shorter than the resume offset")
         default:

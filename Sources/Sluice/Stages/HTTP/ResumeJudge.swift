@@ -90,7 +90,11 @@ struct ResumeJudge {
             if let range = head.contentRange, range.kind == .unsatisfied { seen.totalLength = range.total }
             if let reason = known?.contradiction(by: seen) { return .failed(.changed(reason)) }
             if (known?.totalLength ?? seen.totalLength) == offset { return .complete }
-            let length = seen.totalLength.map { "it is now \($0) bytes" } ?? "it no longer reaches that far"
+            // A total past the offset with the same validators is a server refusing a range it
+            // holds: nothing shows which version it serves, so it counts as changed all the same.
+            let length =
+                seen.totalLength.map { $0 > offset ? "it says it holds \($0) bytes, yet refuses that range" : "it is now \($0) bytes" }
+                ?? "it no longer reaches that far"
             return .failed(.changed("\(server) cannot serve bytes from \(offset) on (HTTP 416: \(length))"))
         case 301, 302, 303, 307, 308:
             guard let location = head.location, !location.isEmpty else {
