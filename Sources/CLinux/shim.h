@@ -46,3 +46,15 @@ static inline int sluice_name_this_thread(const char *name) {
 static inline void *sluice_memmem(const void *haystack, size_t haystackLength, const void *needle, size_t needleLength) {
     return memmem(haystack, haystackLength, needle, needleLength);
 }
+
+// O_TMPFILE is built from other macros Swift does not import: an unnamed file in a directory.
+static const int SLUICE_O_TMPFILE = O_TMPFILE;
+
+// copy_file_range(2) from `in` at *inOffset (advanced) to `out` at its file position: the
+// kernel copies, no buffer in the process. Returns bytes copied, or -1 with errno set.
+static inline long sluice_copy_file_range(int in, int64_t *inOffset, int out, size_t length) {
+    __off64_t offset = *inOffset;
+    ssize_t n = copy_file_range(in, &offset, out, NULL, length, 0);
+    *inOffset = offset;
+    return n;
+}

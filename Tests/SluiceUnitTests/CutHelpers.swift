@@ -5,9 +5,11 @@ import XCTest
 
 /// Sends a barrier through `head` as if the source stood at `offset`, returning the sealed
 /// checkpoint (the chain must end in a terminal sink such as MemorySink).
-func takeCut(_ head: ByteSink, offset: Int, spec: String) throws -> Checkpoint {
+/// With `spill`, the stages put their large blobs there, as a run with a checkpoint file does.
+func takeCut(_ head: ByteSink, offset: Int, spec: String, spill: CheckpointSpill? = nil) throws -> Checkpoint {
     let box = CutBox()
-    try head.barrier(Cut(source: SourceState(kind: "read", location: "x", offset: UInt64(offset)), onSeal: { box.cut = $0 }))
+    try head.barrier(
+        Cut(source: SourceState(kind: "read", location: "x", offset: UInt64(offset)), spill: spill, onSeal: { box.cut = $0 }))
     // The cut holds the closure that holds the box: emptying the box ends the cycle, which
     // otherwise leaked every cut's states (whole windows), failing `--sanitize address` runs.
     defer { box.cut = nil }

@@ -252,6 +252,30 @@ final class RelayTests: XCTestCase {
         XCTAssertEqual(given.value, 1)
     }
 
+    /// A lender that asks goes back to its buffer piece by piece: each part is released only
+    /// once written (unxz's worker decodes its next block into it right behind), and the
+    /// whole given back after the last.
+    func testHandedOverBytesAreReleasedAsTheyAreWritten() throws {
+        let events = LockedValue<[String]>([])
+        let sink = EventSink(events)
+        let relay = try Relay(next: sink, control: Self.control(), name: "test", bufferCount: 2, bufferSize: 8)
+        let piece = Relay.handOverPiece
+        let block = UnsafeMutableRawBufferPointer.allocate(byteCount: 2 * piece + piece / 2, alignment: 8)
+        defer { block.deallocate() }
+        for i in 0..<block.count { block[i] = UInt8(truncatingIfNeeded: i &* 7) }
+        try relay.write(handingOver: UnsafeRawBufferPointer(block), released: { n in events.value.append("released \(n)") }) {
+            events.value.append("done")
+        }
+        try relay.finish()
+        XCTAssertEqual(
+            events.value,
+            [
+                "wrote \(piece)", "released \(piece)", "wrote \(2 * piece)", "released \(2 * piece)", "wrote \(block.count)",
+                "released \(block.count)", "done",
+            ])
+        XCTAssertTrue(sink.received.elementsEqual(block))
+    }
+
     /// After a failure downstream handed-over bytes are given back too, whether the
     /// consumer drops them or the producer's call throws.
     func testHandedOverBytesAreGivenBackAfterAFailure() throws {
@@ -305,7 +329,7 @@ final class RelayTests: XCTestCase {
     private static func describe(_ item: RelayQueue.Item) -> String {
         switch item {
         case .data(let buffer, let count): return "data \(buffer):\(count)"
-        case .handedOver(let bytes, _): return "handed over \(bytes.count)"
+        case .handedOver(let bytes, _, _): return "handed over \(bytes.count)"
         case .barrier: return "barrier"
         case .finish: return "finish"
         case .stop: return "stop"
@@ -344,6 +368,21 @@ private final class RecordingSink: ByteSink, @unchecked Sendable {
 
     func barrier(_ cut: Cut) throws { lock.withLock { entries.append("|") } }
     func finish() throws { lock.withLock { entries.append("end") } }
+}
+
+/// Logs how far its writes have come, in one log with the lender's events.
+private final class EventSink: ByteSink, @unchecked Sendable {
+    private let events: LockedValue<[String]>
+    private(set) var received: [UInt8] = []  // the consumer thread's, read after finish
+    init(_ events: LockedValue<[String]>) { self.events = events }
+
+    func write(_ bytes: UnsafeRawBufferPointer) throws {
+        received.append(contentsOf: bytes)
+        events.value.append("wrote \(received.count)")
+    }
+
+    func barrier(_ cut: Cut) throws {}
+    func finish() throws {}
 }
 
 /// A sink whose write waits for input on a pipe nobody writes to — as stdout's write

@@ -45,7 +45,7 @@ public struct Checkpoint: Codable, Sendable, Equatable {
     /// The file to store, sealed with `key`, as its parts (the blobs are not copied).
     func sealed(key: CheckpointKey) throws -> CheckpointFile {
         let unsealed = try unsealedParts()
-        let mac = Self.macScheme + hex(key.mac(parts: [unsealed.json, CheckpointFile.separator] + unsealed.blobs))
+        let mac = Self.macScheme + hex(try key.mac(parts: [.memory(unsealed.json), .memory(CheckpointFile.separator)] + unsealed.blobs))
         // The MAC goes in front rather than through a second encoding, which would cost as
         // much again: key order means nothing to a reader, and the check re-encodes anyway.
         guard unsealed.json.first == UInt8(ascii: "{"), unsealed.json.count > 2 else {
@@ -57,7 +57,7 @@ public struct Checkpoint: Codable, Sendable, Equatable {
     }
 
     /// The encoding the MAC covers: everything but the MAC, and the blobs in order.
-    private func unsealedParts() throws -> (json: Data, blobs: [Data]) {
+    private func unsealedParts() throws -> (json: Data, blobs: [CheckpointBytes]) {
         var unsealed = self
         unsealed.mac = nil
         let collector = CheckpointBlobCollector()
@@ -126,8 +126,8 @@ public struct Checkpoint: Codable, Sendable, Equatable {
             throw CheckpointDistrust(path: path, reason: "its appendix holds bytes its states do not name (it was changed or damaged)")
         }
         guard let stored = mac.map({ Array($0.utf8) }),
-            case let expected = Array(
-                (Self.macScheme + hex(key.mac(parts: [unsealed.json, CheckpointFile.separator] + unsealed.blobs))).utf8),
+            let computed = try? key.mac(parts: [.memory(unsealed.json), .memory(CheckpointFile.separator)] + unsealed.blobs),
+            case let expected = Array((Self.macScheme + hex(computed)).utf8),
             stored.count == expected.count, CRYPTO_memcmp(stored, expected, expected.count) == 0
         else {
             throw CheckpointDistrust(path: path, reason: "its authentication code does not match (it was changed, damaged, or written with another key)")
@@ -167,15 +167,21 @@ struct CheckpointFile {
     static let separator = Data([0x0A])
 
     var json: Data
-    var blobs: [Data]
+    /// In memory, or in the cut's spill file (`CheckpointSpill`).
+    var blobs: [CheckpointBytes]
 
     /// The whole file, joined (tests; the store writes the parts).
     var bytes: Data {
-        var data = json
-        data.append(Self.separator)
-        for blob in blobs { data.append(blob) }
-        return data
+        get throws {
+            var data = json
+            data.append(Self.separator)
+            for blob in blobs { data.append(try blob.loaded()) }
+            return data
+        }
     }
+
+    /// Bytes in the appendix.
+    var appendixCount: UInt64 { blobs.reduce(0) { $0 + UInt64($1.count) } }
 
     /// The JSON part and the appendix (nil when there is no newline: a file cut short, or
     /// one from before the appendix).

@@ -44,11 +44,18 @@ public struct CheckpointKey: Sendable {
         }
     }
 
+    /// The same over blobs that may lie in a spill file: read back a chunk at a time.
+    func mac(parts: [CheckpointBytes]) throws -> [UInt8] {
+        try hmac { update in
+            for part in parts { try part.forEachChunk(update) }
+        }
+    }
+
     /// HMAC (RFC 2104) over SHA-256, on the low-level SHA256_* calls: OpenSSL's HMAC and
     /// EVP calls load its provider machinery first, about 2 MiB of resident memory in every
     /// run that writes a checkpoint, for the same digest. `feed` passes the message to
     /// `update`, in pieces.
-    private func hmac(_ feed: ((UnsafeRawBufferPointer) -> Void) -> Void) -> [UInt8] {
+    private func hmac(_ feed: ((UnsafeRawBufferPointer) -> Void) throws -> Void) rethrows -> [UInt8] {
         let blockSize = 64
         var key = bytes
         if key.count > blockSize { key = Self.sha256(key) }
@@ -56,7 +63,7 @@ public struct CheckpointKey: Sendable {
         var inner = SHA256_CTX()
         SHA256_Init(&inner)
         SHA256_Update(&inner, key.map { $0 ^ 0x36 }, blockSize)
-        feed { raw in
+        try feed { raw in
             if let base = raw.baseAddress, raw.count > 0 { SHA256_Update(&inner, base, raw.count) }
         }
         var innerDigest = [UInt8](repeating: 0, count: Int(SHA256_DIGEST_LENGTH))

@@ -144,8 +144,9 @@ public final class CheckpointStore: @unchecked Sendable {
         let fd = try POSIX.createNew(temporaryPath, mode: 0o600)
         do {
             defer { close(fd) }
-            for part in [file.json, CheckpointFile.separator] + file.blobs {
-                try part.withUnsafeBytes { try POSIX.writeAll(fd, $0, path: temporaryPath) }
+            // Spilled blobs are copied from their spill file by the kernel.
+            for part in [.memory(file.json), .memory(CheckpointFile.separator)] + file.blobs {
+                try part.write(to: fd, path: temporaryPath)
             }
             try POSIX.fsync(fd, path: temporaryPath)
         } catch {
@@ -168,7 +169,7 @@ public final class CheckpointStore: @unchecked Sendable {
         // From now on only the content says whether it is ours: `cp notes C` keeps the inode.
         remember(nil)
         try POSIX.fsyncDirectory(of: path)
-        return file.blobs.reduce(0) { $0 + UInt64($1.count) }
+        return file.appendixCount
     }
 
     /// Removes the checkpoint and its temporary file: only a regular file that starts as a

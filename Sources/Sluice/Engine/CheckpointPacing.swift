@@ -4,8 +4,10 @@
 /// hashing and writing a window costs the same whatever decoded it, but a fast decoder
 /// does less work between two checkpoints, so its checkpoints must be further apart.
 struct CheckpointPacing: Sendable, Equatable {
-    /// Storing one appendix byte: the copy at the cut, the HMAC, the write (measured on the
-    /// development machine with `Benchmarks/zstd.sh` and `Benchmarks/xz.sh`).
+    /// Storing one appendix byte: the write into the cut's spill file, reading it back for
+    /// the HMAC, the copy into the checkpoint (measured on the development machine with
+    /// `Benchmarks/zstd.sh` and `Benchmarks/xz.sh` when the cut copied it in memory instead;
+    /// the spill adds one read from the page cache).
     static let nsPerStateByte = 1.5
     /// The share of the run's work that checkpoints may take (the target is 5%).
     static let budget = 0.03

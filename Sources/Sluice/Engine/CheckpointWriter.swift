@@ -83,6 +83,9 @@ final class CheckpointWriter: @unchecked Sendable {
 
             var failed: SluiceError?
             do {
+                // A stage whose window could not be spilled threw at the barrier; a cut
+                // missing its bytes is never stored, whoever recorded it.
+                try cut.spill?.check()
                 try cut.makeDurable?()
                 let checkpoint = Checkpoint(spec: spec, source: cut.source, stages: cut.stages)
                 let stateBytes = try store.save(checkpoint)

@@ -11,6 +11,8 @@ final class PipelineHead: ByteSink {
     /// The appendix size of the last stored checkpoint (the checkpoint writer's).
     private let stateBytes: @Sendable () -> UInt64
     private let seal: (@Sendable (Cut) throws -> Void)?
+    /// The checkpoint whose directory holds each cut's spill file (nil: blobs in memory).
+    private let spillBeside: String?
     private(set) var offset: UInt64
     /// False once a write into the chain failed: some stage may have taken part of the
     /// chunk, so no barrier can describe the stages any more.
@@ -21,9 +23,11 @@ final class PipelineHead: ByteSink {
     private static let reportInterval: UInt64 = 100_000_000
 
     /// - Parameter seal: where sealed cuts go (the checkpoint writer); nil disables barriers.
+    /// - Parameter spillBeside: the checkpoint path, beside which cuts spill their windows.
     init(
         source: ByteSource, next: ByteSink, startOffset: UInt64, pacing: CheckpointPacing,
-        stateBytes: @escaping @Sendable () -> UInt64 = { 0 }, control: RunControl, seal: (@Sendable (Cut) throws -> Void)?
+        stateBytes: @escaping @Sendable () -> UInt64 = { 0 }, control: RunControl, seal: (@Sendable (Cut) throws -> Void)?,
+        spillBeside: String? = nil
     ) {
         self.source = source
         self.next = next
@@ -32,6 +36,7 @@ final class PipelineHead: ByteSink {
         self.stateBytes = stateBytes
         self.control = control
         self.seal = seal
+        self.spillBeside = spillBeside
     }
 
     func write(_ bytes: UnsafeRawBufferPointer) throws {
@@ -72,6 +77,6 @@ final class PipelineHead: ByteSink {
     func injectBarrier() throws {
         guard let seal, chainIsWhole else { return }
         sinceBarrier = 0
-        try next.barrier(Cut(source: source.state(at: offset), onSeal: seal))
+        try next.barrier(Cut(source: source.state(at: offset), spill: spillBeside.map { CheckpointSpill(beside: $0) }, onSeal: seal))
     }
 }

@@ -61,7 +61,9 @@ final class Relay: BufferLendingSink, HandOverSink, @unchecked Sendable {
         batcher.commit(count)
     }
 
-    func write(handingOver bytes: UnsafeRawBufferPointer, whenDone done: @escaping @Sendable () -> Void) throws {
+    func write(
+        handingOver bytes: UnsafeRawBufferPointer, released: (@Sendable (Int) -> Void)?, whenDone done: @escaping @Sendable () -> Void
+    ) throws {
         do {
             try queue.throwIfFailed()
         } catch {
@@ -69,7 +71,7 @@ final class Relay: BufferLendingSink, HandOverSink, @unchecked Sendable {
             throw error
         }
         batcher.flush()
-        queue.send(.handedOver(bytes, done))
+        queue.send(.handedOver(bytes, done, released: released))
     }
 
     func barrier(_ cut: Cut) throws {
@@ -104,9 +106,9 @@ final class Relay: BufferLendingSink, HandOverSink, @unchecked Sendable {
                 case .data(let index, let count):
                     defer { queue.release(index) }
                     if !failed { try next.write(UnsafeRawBufferPointer(rebasing: buffers[index][0..<count])) }
-                case .handedOver(let bytes, let done):
+                case .handedOver(let bytes, let done, let released):
                     defer { done() }
-                    if !failed { try next.write(bytes) }
+                    if !failed { try writeHandedOver(bytes, released) }
                 case .barrier(let cut):
                     if !failed { try next.barrier(cut) }
                 case .finish:
@@ -125,6 +127,22 @@ final class Relay: BufferLendingSink, HandOverSink, @unchecked Sendable {
         }
         queue.consumerExited()
     }
+
+    /// Bytes lent whole go out in pieces of this many, each released once written.
+    static let handOverPiece = 1 << 20
+
+    /// A lender that reuses its buffer as it is written (unxz's worker decodes its next block
+    /// into it, behind this thread) learns after each piece how far it may go.
+    private func writeHandedOver(_ bytes: UnsafeRawBufferPointer, _ released: (@Sendable (Int) -> Void)?) throws {
+        guard let released else { return try next.write(bytes) }
+        var written = 0
+        while written < bytes.count {
+            let piece = min(Self.handOverPiece, bytes.count - written)
+            try next.write(UnsafeRawBufferPointer(rebasing: bytes[written..<(written + piece)]))
+            written += piece
+            released(written)
+        }
+    }
 }
 
 /// The shared half of a relay, behind one lock: the pool of free buffers, the items in
@@ -132,8 +150,9 @@ final class Relay: BufferLendingSink, HandOverSink, @unchecked Sendable {
 final class RelayQueue: @unchecked Sendable {
     enum Item {
         case data(buffer: Int, count: Int)
-        /// Bytes the producer lent as they are (`HandOverSink`); `done` gives them back.
-        case handedOver(UnsafeRawBufferPointer, @Sendable () -> Void)
+        /// Bytes the producer lent as they are (`HandOverSink`); `done` gives them back,
+        /// `released` the part written so far.
+        case handedOver(UnsafeRawBufferPointer, @Sendable () -> Void, released: (@Sendable (Int) -> Void)? = nil)
         case barrier(Cut)
         case finish
         case stop
@@ -228,7 +247,7 @@ final class RelayQueue: @unchecked Sendable {
         let left = items
         items.removeAll()
         condition.unlock()
-        for case .handedOver(_, let done) in left { done() }
+        for case .handedOver(_, let done, _) in left { done() }
     }
 
     func consumerExited() {

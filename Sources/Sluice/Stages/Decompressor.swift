@@ -138,12 +138,21 @@ public final class Decompressor: ForwardingSink {
     /// unzstd executes the blocks it has in flight before its state is taken.
     public func barrier(_ cut: Cut) throws {
         try zstd?.settle()
-        cut.record(snapshot())
+        let state = snapshot(spillingTo: cut.spill)
+        try cut.spill?.check()
+        cut.record(state)
         try next.barrier(cut)
     }
 
     public func snapshot() -> DecompressState {
-        DecompressState(codec: codec, seen: Data(seen), gunzip: gzip?.snapshot(), unxz: xz?.snapshot(), unzstd: zstd?.snapshot())
+        snapshot(spillingTo: nil)
+    }
+
+    /// unxz's and unzstd's windows go to `spill` when there is one.
+    func snapshot(spillingTo spill: CheckpointSpill?) -> DecompressState {
+        DecompressState(
+            codec: codec, seen: Data(seen), gunzip: gzip?.snapshot(), unxz: xz?.snapshot(spillingTo: spill),
+            unzstd: zstd?.snapshot(spillingTo: spill))
     }
 
     private func restore(_ state: DecompressState) throws {

@@ -425,7 +425,8 @@ public final class XzDecoder: ForwardingSink {
             // Lent whole to a sink on another thread: this thread goes on with the next head
             // while the block is written (copying it waited for the sink, and the worker idled).
             if let taker = next as? HandOverSink, let mapping = job.takeOutputMapping() {
-                try taker.write(handingOver: UnsafeRawBufferPointer(output), whenDone: pool.handOver(mapping))
+                let lent = pool.handOver(mapping)
+                try taker.write(handingOver: UnsafeRawBufferPointer(output), released: lent.released, whenDone: lent.done)
                 blocksHandedOver += 1
                 return
             }
@@ -505,11 +506,19 @@ public final class XzDecoder: ForwardingSink {
     /// bytes in the checkpoint); nothing waits.
     public func barrier(_ cut: Cut) throws {
         try emitFinished()
-        cut.record(snapshot())
+        let state = snapshot(spillingTo: cut.spill)
+        try cut.spill?.check()
+        cut.record(state)
         try next.barrier(cut)
     }
 
     public func snapshot() -> XzState {
+        snapshot(spillingTo: nil)
+    }
+
+    /// The dictionary windows go to `spill` when there is one (the blocks' raw bytes are
+    /// referred to where they lie, not copied: see `XzBlockJob.bytes`).
+    func snapshot(spillingTo spill: CheckpointSpill?) -> XzState {
         // The block being gathered is saved as such even when a worker already decodes it.
         let queued = pool.jobs.filter { $0 !== gathering }.map { XzRawBlock(offset: $0.offset, bytes: $0.bytes) }
         return XzState(
@@ -519,9 +528,10 @@ public final class XzDecoder: ForwardingSink {
             block: block.map { b in
                 XzBlockState(
                     header: b.headerBytes, compressedSize: b.compressedSize, uncompressedSize: b.uncompressedSize,
-                    check: b.check.snapshot(), lzma: b.lzma2.snapshot(), filters: b.filters.snapshot())
+                    check: b.check.snapshot(), lzma: b.lzma2.snapshot(spillingTo: spill), filters: b.filters.snapshot())
             },
-            head: head?.snapshot(), queued: queued.isEmpty ? nil : queued, gathering: gathering.map { XzRawBlock(offset: $0.offset, bytes: $0.bytes) },
+            head: head?.snapshot(spillingTo: spill), queued: queued.isEmpty ? nil : queued,
+            gathering: gathering.map { XzRawBlock(offset: $0.offset, bytes: $0.bytes) },
             streamOutput: streamOutput)
     }
 

@@ -359,18 +359,27 @@ public final class ZstdDecoder: ForwardingSink {
     /// The blocks in flight are executed first: the state recorded is one block at a time's.
     public func barrier(_ cut: Cut) throws {
         try settle()
-        cut.record(snapshot())
+        let state = snapshot(spillingTo: cut.spill)
+        try cut.spill?.check()
+        cut.record(state)
         try next.barrier(cut)
     }
 
     /// Exact only with no block in flight: `barrier` settles first.
     public func snapshot() -> ZstdState {
+        snapshot(spillingTo: nil)
+    }
+
+    /// The window goes to `spill` (written from the ring, not copied in memory) when there
+    /// is one; a failed write is left in `spill.failure` for the barrier to throw.
+    func snapshot(spillingTo spill: CheckpointSpill?) -> ZstdState {
         var frameState: ZstdFrameState?
         if frame != nil {
             frameState = ZstdFrameState(
                 header: Data(frameHeaderBytes), frameOutput: frameOutput, blockHeader: blockHeader,
-                window: window.snapshot(), repeatOffsets: blocks.repeatOffsets, huffmanTree: blocks.huffmanTree,
+                window: Data(), repeatOffsets: blocks.repeatOffsets, huffmanTree: blocks.huffmanTree,
                 sequenceTables: blocks.sequenceTables, checksum: frame!.hasChecksum ? checksum.saved : nil)
+            frameState?.$window = CheckpointBlob(joining: window.pieces, spill: spill)
         }
         return ZstdState(
             version: ZstdState.currentVersion, phase: phase, compressedOffset: compressedOffset,

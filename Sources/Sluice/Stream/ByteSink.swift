@@ -87,5 +87,15 @@ public protocol BufferLendingSink: ByteSink {
 protocol HandOverSink: ByteSink {
     /// Writes `bytes` after everything written before, later; `done` is called, on any
     /// thread, once they are no longer needed (written, dropped after a failure, or thrown).
-    func write(handingOver bytes: UnsafeRawBufferPointer, whenDone done: @escaping @Sendable () -> Void) throws
+    /// `released(n)`, if given, is called as the first n bytes are written, before `done`:
+    /// the lender may reuse them already.
+    func write(
+        handingOver bytes: UnsafeRawBufferPointer, released: (@Sendable (Int) -> Void)?, whenDone done: @escaping @Sendable () -> Void
+    ) throws
+}
+
+extension HandOverSink {
+    func write(handingOver bytes: UnsafeRawBufferPointer, whenDone done: @escaping @Sendable () -> Void) throws {
+        try write(handingOver: bytes, released: nil, whenDone: done)
+    }
 }

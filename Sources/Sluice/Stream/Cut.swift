@@ -9,10 +9,14 @@ public final class Cut: @unchecked Sendable {
     public private(set) var stages: [StageState] = []
     /// Runs before the checkpoint is written: makes the sink's bytes durable (fsync).
     public private(set) var makeDurable: (@Sendable () throws -> Void)?
+    /// Where the stages put their large blobs (windows) until the cut is stored, instead of
+    /// memory; nil (no checkpoint file, tests): in memory.
+    let spill: CheckpointSpill?
     private let onSeal: @Sendable (Cut) throws -> Void
 
-    init(source: SourceState, onSeal: @escaping @Sendable (Cut) throws -> Void) {
+    init(source: SourceState, spill: CheckpointSpill? = nil, onSeal: @escaping @Sendable (Cut) throws -> Void) {
         self.source = source
+        self.spill = spill
         self.onSeal = onSeal
     }
 

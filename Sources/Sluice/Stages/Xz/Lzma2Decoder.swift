@@ -90,6 +90,17 @@ final class Lzma2Decoder {
         h[0] >= 0x80 ? (Int(h[3]) << 8 | Int(h[4])) + 1 : (Int(h[1]) << 8 | Int(h[2])) + 1
     }
 
+    /// Bytes a chunk decodes to, from its complete header (not the end byte).
+    static func outputLength(header h: UnsafeRawBufferPointer) -> Int {
+        h[0] >= 0x80 ? (Int(h[0] & 0x1F) << 16 | Int(h[1]) << 8 | Int(h[2])) + 1 : payloadLength(header: h)
+    }
+
+    /// The window's buffer (a worker's block output is one of the pool's mappings).
+    var windowBase: UnsafeMutableRawPointer? { UnsafeMutableRawPointer(window.buf) }
+
+    /// Bytes in the window: a whole block's output so far.
+    var outputCount: Int { window.pos }
+
     /// Decodes one whole chunk (header + payload, with CXZ_INPUT_SLACK readable bytes after
     /// it) into the window; returns its output, valid until the next call.
     func decode(chunk: UnsafeRawBufferPointer) throws -> UnsafeRawBufferPointer {
@@ -105,7 +116,7 @@ final class Lzma2Decoder {
         } else if needDictionaryReset {
             throw XzFormatError("the first LZMA2 chunk does not reset the dictionary")
         }
-        let outputSize = control >= 0x80 ? (Int(control & 0x1F) << 16 | Int(chunk[1]) << 8 | Int(chunk[2])) + 1 : payload.count
+        let outputSize = Self.outputLength(header: chunk)
         if let wholeBlockSize, window.pos + outputSize > wholeBlockSize {
             throw XzFormatError("the block decodes to more than its header's uncompressed size \(wholeBlockSize)")
         }
@@ -158,16 +169,21 @@ final class Lzma2Decoder {
     /// Probabilities in use: the fixed part plus the literal coders lc + lp selects.
     private var probabilityCount: Int { Int(CXZ_LITERAL) + (0x300 << Int(model.pointee.lc + model.pointee.lp)) }
 
-    func snapshot() -> LzmaState {
+    /// The window goes to `spill` when there is one (a failed write is left in
+    /// `spill.failure` for the barrier to throw); otherwise it is copied.
+    func snapshot(spillingTo spill: CheckpointSpill? = nil) -> LzmaState {
         let m = model.pointee
         let count = probabilityCount
         let probabilities = Data(bytes: cxz_lzma_probs(model), count: count * 2)
         let keep = Int(min(window.history, UInt64(window.dict_size)))
-        let bytes = keep == 0 ? Data() : Data(bytes: window.buf + window.pos - keep, count: keep)
-        return LzmaState(
+        var state = LzmaState(
             needDictionaryReset: needDictionaryReset, needProperties: needProperties,
             lc: m.lc, lp: m.lp, pb: m.pb, state: m.state, reps: [m.rep0, m.rep1, m.rep2, m.rep3],
-            probabilities: probabilities, history: window.history, window: bytes)
+            probabilities: probabilities, history: window.history, window: Data())
+        if keep > 0 {
+            state.$window = CheckpointBlob(joining: [UnsafeRawBufferPointer(start: window.buf + window.pos - keep, count: keep)], spill: spill)
+        }
+        return state
     }
 
     /// Restores after `startBlock` with the block's dictionary size; every field is checked.

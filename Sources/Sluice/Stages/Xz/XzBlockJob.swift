@@ -135,13 +135,18 @@ final class XzBlockJob: @unchecked Sendable {
     /// between chunks, so a stop never waits for a whole block. `awaiting(n)` returns once
     /// the first n bytes are gathered (the block may still be coming in), or false if they
     /// never will be.
-    /// `reusing`: an earlier block's output mapping to decode into (see `takeOutputMapping`).
+    /// `reusing`: an earlier block's output mapping to decode into (see `takeOutputMapping`);
+    /// `room(n)` returns once its first n bytes may be overwritten (the next stage may still
+    /// be writing it out), or false if they never will be.
     func decode(
-        with lzma2: Lzma2Decoder, reusing spare: UnsafeMutableRawBufferPointer? = nil, stopped: () -> Bool, awaiting: (Int) -> Bool
+        with lzma2: Lzma2Decoder, reusing spare: UnsafeMutableRawBufferPointer? = nil, room: (Int) -> Bool = { _ in true },
+        stopped: () -> Bool, awaiting: (Int) -> Bool
     ) {
         var position = header.size
         do {
-            output = try run(lzma2, spare, stopped, { n in if !awaiting(min(n, count)) { throw SluiceError.cancelled } }, at: &position)
+            output = try run(
+                lzma2, spare, stopped, { n in if !awaiting(min(n, count)) { throw SluiceError.cancelled } },
+                room: { n in if !room(n) { throw SluiceError.cancelled } }, at: &position)
         } catch let error as XzFormatError {
             failure = .corruptData(format: "xz", offset: offset &+ UInt64(position), reason: error.reason)
         } catch {
@@ -160,17 +165,22 @@ final class XzBlockJob: @unchecked Sendable {
         return nil
     }
 
+    /// `awaiting(n)`: the block's first n bytes are gathered; `room(n)`: the first n bytes of
+    /// the output buffer are free. Each throws if that never comes.
     private func run(
         _ lzma2: Lzma2Decoder, _ spare: UnsafeMutableRawBufferPointer?, _ stopped: () -> Bool, _ awaiting: (Int) throws -> Void,
-        at position: inout Int
+        room: (Int) throws -> Void, at position: inout Int
     ) throws -> UnsafeMutableRawBufferPointer {
         let compressed = Int(header.compressedSize ?? 0)
         let size = Int(header.uncompressedSize ?? 0)
         let end = header.size + compressed
+        let filters = XzFilterChain(header.filters)
+        // With filters the window is unmapped at the end, and a too small one at once: the
+        // next stage must be done with all of it first.
+        if !filters.isEmpty || (spare?.count ?? .max) < size + Int(CXZ_OUTPUT_SLACK) { try room(.max) }
         guard lzma2.startWholeBlock(dictionarySize: header.dictionarySize, size: size, reusing: spare) else {
             throw XzFormatError("out of memory for a block of \(xzSize(UInt64(size)))")
         }
-        let filters = XzFilterChain(header.filters)
         // With filters the window keeps LZMA's output and the filtered bytes go here.
         let filtered = filters.isEmpty ? nil : cxz_map(size + 64).map { UnsafeMutableRawBufferPointer(start: $0, count: size + 64) }
         if !filters.isEmpty && filtered == nil { throw XzFormatError("out of memory for a block of \(xzSize(UInt64(size)))") }
@@ -204,6 +214,9 @@ final class XzBlockJob: @unchecked Sendable {
                 // The decoder may read CXZ_INPUT_SLACK bytes past the chunk: they must not be
                 // in the middle of being gathered.
                 try awaiting(position + chunkLength + Int(CXZ_INPUT_SLACK))
+                // Its output (and the slack match copies may scribble on) must be written out.
+                let chunkHeader = UnsafeRawBufferPointer(rebasing: raw[position..<(position + headerLength)])
+                try room(lzma2.outputCount + Lzma2Decoder.outputLength(header: chunkHeader) + Int(CXZ_OUTPUT_SLACK))
                 let produced = try lzma2.decode(chunk: UnsafeRawBufferPointer(rebasing: raw[position..<(position + chunkLength)]))
                 if filtered != nil { try keep(filters.run(produced, final: false)) } else { check.update(produced) }
                 position += chunkLength

@@ -38,8 +38,8 @@ final class XzBlockPool: @unchecked Sendable {
     /// A block output's mapping handed back once the block went on, for the next block a
     /// worker decodes (a fresh mapping costs a page fault per page, and zeroing).
     private var spare: UnsafeMutableRawBufferPointer?
-    /// Block outputs handed over to the next stage and not yet given back (`handOver`).
-    private var handedOver = 0
+    /// Block outputs lent to the next stage (`handOver`) that no worker has taken yet.
+    private var lent: [Lease] = []
     private let workers: Int
     private var started = false  // the stage's thread only
     private let name: String
@@ -54,16 +54,24 @@ final class XzBlockPool: @unchecked Sendable {
         cxz_unmap(spare?.baseAddress, spare?.count ?? 0)
     }
 
-    /// Keeps a handed-on block's output mapping for the next block (one at most).
-    func recycle(_ mapping: UnsafeMutableRawBufferPointer) {
-        recycle(mapping, handedBack: false)
+    /// A block's output mapping lent to the next stage. A worker may take it before it comes
+    /// back and decode its next block into it behind the sink, which has written `released`
+    /// bytes of it so far (the sink writes far faster than LZMA decodes). Guarded by the
+    /// pool's condition.
+    private final class Lease: @unchecked Sendable {
+        let mapping: UnsafeMutableRawBufferPointer
+        var released = 0
+        var returned = false
+        /// A worker decodes into it; else it becomes the spare when it comes back.
+        var claimed = false
+        /// The worker stopped before it came back: giving it back unmaps it.
+        var abandoned = false
+        init(_ mapping: UnsafeMutableRawBufferPointer) { self.mapping = mapping }
     }
 
-    /// `handedBack`: it comes back from the next stage (`handOver`); in the same critical
-    /// section, so a worker waiting for it never sees neither a spare nor one to come.
-    private func recycle(_ mapping: UnsafeMutableRawBufferPointer, handedBack: Bool) {
+    /// Keeps a handed-on block's output mapping for the next block (one at most).
+    func recycle(_ mapping: UnsafeMutableRawBufferPointer) {
         condition.lock()
-        if handedBack { handedOver -= 1 }
         let previous = spare
         spare = mapping
         condition.broadcast()
@@ -71,29 +79,84 @@ final class XzBlockPool: @unchecked Sendable {
         cxz_unmap(previous?.baseAddress, previous?.count ?? 0)
     }
 
-    /// A block's output mapping lent to the next stage as it is (`HandOverSink`): the
-    /// returned closure, called once the sink no longer needs it, makes it the spare.
-    func handOver(_ mapping: UnsafeMutableRawBufferPointer) -> @Sendable () -> Void {
+    /// A block's output mapping lent to the next stage as it is (`HandOverSink`): the sink
+    /// calls `released` as it writes it and `done` once it no longer needs it.
+    func handOver(_ mapping: UnsafeMutableRawBufferPointer) -> (released: @Sendable (Int) -> Void, done: @Sendable () -> Void) {
+        let lease = Lease(mapping)
         condition.lock()
-        handedOver += 1
+        lent.append(lease)
         condition.unlock()
-        let lent = LentMapping(buffer: mapping)
-        return { [self] in recycle(lent.buffer, handedBack: true) }
+        return ({ [self] count in written(count, of: lease) }, { [self] in returned(lease) })
     }
 
-    /// The spare mapping; while a block's output is still with the next stage, waits for it
-    /// to come back rather than mapping a second block (so the workers never hold more than
-    /// one block's output each, however slow the sink).
-    private func takeSpare() -> UnsafeMutableRawBufferPointer? {
+    private func written(_ count: Int, of lease: Lease) {
+        condition.lock()
+        lease.released = max(lease.released, count)
+        if lease.claimed { condition.broadcast() }
+        condition.unlock()
+    }
+
+    /// Back from the sink: the worker decoding into it goes on; untaken, it is the spare.
+    private func returned(_ lease: Lease) {
+        condition.lock()
+        lease.returned = true
+        var unmap: UnsafeMutableRawBufferPointer?
+        if lease.abandoned {
+            unmap = lease.mapping
+        } else if !lease.claimed {
+            lent.removeAll { $0 === lease }
+            unmap = spare
+            spare = lease.mapping
+        }
+        condition.broadcast()
+        condition.unlock()
+        cxz_unmap(unmap?.baseAddress, unmap?.count ?? 0)
+    }
+
+    /// The spare mapping, else one still with the sink (the worker decodes behind it), else
+    /// nil (a fresh one is mapped). So the workers hold one block's output each, however
+    /// slow the sink, and none waits for its last one to come back.
+    private func takeSpare() -> (mapping: UnsafeMutableRawBufferPointer?, lease: Lease?) {
         condition.lock()
         defer { condition.unlock() }
-        defer { spare = nil }
-        if spare == nil && handedOver > 0 {
-            XzWaits.time(.workerWaitsForBuffer) {
-                while spare == nil && handedOver > 0 && !stopping.load(ordering: .acquiring) { condition.wait() }
-            }
+        if let mapping = spare {
+            spare = nil
+            return (mapping, nil)
         }
-        return spare
+        guard !lent.isEmpty else { return (nil, nil) }
+        let lease = lent.removeFirst()
+        lease.claimed = true
+        return (lease.mapping, lease)
+    }
+
+    /// Returns once the sink has written the first `count` bytes of the lease's mapping (or
+    /// gave it back); false if the pool stops first.
+    private func waitForRoom(_ count: Int, in lease: Lease) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        guard !lease.returned && lease.released < count else { return true }
+        return XzWaits.time(.workerWaitsForBuffer) {
+            while !lease.returned && lease.released < count {
+                if stopping.load(ordering: .acquiring) { return false }
+                condition.wait()
+            }
+            return true
+        }
+    }
+
+    /// After its block, a worker owns the lease's mapping again once the sink gave it back;
+    /// stopping before that, it lets go of it (in the job's output or the decoder's window)
+    /// and leaves the unmapping to the sink's give-back.
+    private func settle(_ lease: Lease, job: XzBlockJob, lzma2: Lzma2Decoder) {
+        if waitForRoom(.max, in: lease) { return }
+        let base = lease.mapping.baseAddress
+        if job.output?.baseAddress == base { _ = job.takeOutputMapping() }
+        if lzma2.windowBase == base { _ = lzma2.takeOutput() }
+        condition.lock()
+        let unmapNow = lease.returned
+        lease.abandoned = !unmapNow
+        condition.unlock()
+        if unmapNow { cxz_unmap(base, lease.mapping.count) }
     }
 
     /// Jobs queued and not yet taken out, done or not.
@@ -210,8 +273,11 @@ final class XzBlockPool: @unchecked Sendable {
     private func work() {
         let lzma2 = Lzma2Decoder()
         while let entry = claim() {
+            let (spare, lease) = takeSpare()
             entry.job.decode(
-                with: lzma2, reusing: takeSpare(), stopped: { stopping.load(ordering: .relaxed) }, awaiting: { waitForBytes($0, of: entry) })
+                with: lzma2, reusing: spare, room: { count in lease.map { waitForRoom(count, in: $0) } ?? true },
+                stopped: { stopping.load(ordering: .relaxed) }, awaiting: { waitForBytes($0, of: entry) })
+            if let lease { settle(lease, job: entry.job, lzma2: lzma2) }
             markDone(entry)
         }
         XzWaits.addThreadCPU(.workerCPU)
@@ -257,9 +323,4 @@ final class XzBlockPool: @unchecked Sendable {
         condition.broadcast()
         condition.unlock()
     }
-}
-
-/// A block's output mapping on its way back from the next stage's thread.
-private struct LentMapping: @unchecked Sendable {
-    let buffer: UnsafeMutableRawBufferPointer
 }

@@ -139,13 +139,14 @@ final class XzHeadBlock {
 
     // MARK: State
 
-    func snapshot() -> XzHeadState {
+    func snapshot(spillingTo spill: CheckpointSpill?) -> XzHeadState {
         let raw = job.raw
         return XzHeadState(
             offset: job.offset,
             block: XzBlockState(
                 header: Data(UnsafeRawBufferPointer(rebasing: raw[0..<job.header.size])), compressedSize: compressedSize,
-                uncompressedSize: uncompressedSize, check: check.snapshot(), lzma: lzma2.snapshot(), filters: filters.snapshot()),
+                uncompressedSize: uncompressedSize, check: check.snapshot(), lzma: lzma2.snapshot(spillingTo: spill),
+                filters: filters.snapshot()),
             rest: job.bytes(from: position))
     }
 

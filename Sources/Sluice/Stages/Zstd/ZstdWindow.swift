@@ -99,15 +99,17 @@ final class ZstdWindow {
         return bytes
     }
 
-    /// The last `history` bytes, oldest first: what a checkpoint keeps.
-    func snapshot() -> Data {
+    /// The last `history` bytes, oldest first, as they lie in the ring (one or two pieces,
+    /// valid until the next block): what a checkpoint keeps.
+    var pieces: [UnsafeRawBufferPointer] {
         let wanted = Int(history)
         if wanted <= writeOffset {
-            return Data(bytes: storage + (writeOffset - wanted), count: wanted)
+            return [UnsafeRawBufferPointer(start: storage + (writeOffset - wanted), count: wanted)]
         }
         let older = wanted - writeOffset
-        var data = Data(bytes: storage + (previousEnd - older), count: older)
-        data.append(storage.assumingMemoryBound(to: UInt8.self), count: writeOffset)
-        return data
+        return [
+            UnsafeRawBufferPointer(start: storage + (previousEnd - older), count: older),
+            UnsafeRawBufferPointer(start: storage, count: writeOffset),
+        ]
     }
 }

@@ -1,0 +1,44 @@
+import Foundation
+import XCTest
+@testable import SluiceTestSupport
+
+/// A cut's zstd window waits for the store in an unnamed file in the checkpoint's
+/// directory (`CheckpointSpill`). When that directory's disk is full the run stops with
+/// exit 6, the last stored checkpoint stays, nothing is left under a name, and the rerun
+/// after space is freed resumes exactly.
+final class SpillDiskFullTests: XCTestCase {
+    func testAFullCheckpointDiskIsExitSixAndTheRerunResumes() throws {
+        let dir = try makeTemporaryDirectory(self)
+        // Barely compressible, so the window grows with the source and soon needs a spill.
+        XCTAssertEqual(try shell("head -c 24M /dev/urandom > '\(dir)/plain' && zstd -q -3 --long=23 '\(dir)/plain' -o '\(dir)/in.zst'").status, 0)
+        // Only the checkpoint lives on the small disk: the early checkpoints (windows under
+        // 1 MiB, kept in memory) fit, a spilled window of more does not.
+        let disk = dir + "/disk"
+        try FileManager.default.createDirectory(atPath: disk, withIntermediateDirectories: true)
+        let mount = try shell("mount -t tmpfs -o size=2m tmpfs '\(disk)' 2>&1", capture: true)
+        XCTAssertEqual(mount.status, 0, "this test needs root to mount a tmpfs: \(mount.output)")
+        guard mount.status == 0 else { return }
+        addTeardownBlock { _ = try? shell("umount '\(disk)' 2>/dev/null || umount -l '\(disk)'") }
+        let args = [
+            "--progress", "json", "--checkpoint-interval", "64KiB", "--checkpoint", "disk/ck",
+            "read in.zst | unzstd | file out",
+        ]
+
+        let failed = try runSluiceBounded(args, in: dir, timeout: 120)
+        XCTAssertEqual(failed.status, 6, failed.stderr)
+        XCTAssertEqual(failed.messages.count, 1, failed.stderr)
+        XCTAssertTrue(failed.messages.last?.contains("No space left") ?? false, failed.stderr)
+        XCTAssertTrue(failed.messages.last?.contains("/ck") ?? false, "the message names the checkpoint: \(failed.stderr)")
+        let facts = try XCTUnwrap(CheckpointFacts(path: disk + "/ck"), "the last good checkpoint stays")
+        let offset = try XCTUnwrap(facts.sourceOffset)
+        XCTAssertGreaterThan(offset, 0)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: disk), ["ck"], "nothing else is left")
+
+        XCTAssertEqual(try shell("mount -o remount,size=64m '\(disk)'").status, 0)
+        let rerun = try runSluiceBounded(args, in: dir, timeout: 120)
+        XCTAssertEqual(rerun.status, 0, rerun.stderr)
+        XCTAssertEqual((rerun.events(named: "resume").first?["source_offset"] as? NSNumber)?.uint64Value, offset, "resumed at the checkpoint")
+        XCTAssertEqual(try shell("cmp -s '\(dir)/plain' '\(dir)/out'").status, 0, "output differs after the resume")
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: disk), [])
+    }
+}
