@@ -90,7 +90,9 @@ final class XzParallelTests: XCTestCase {
     private static func feed(_ sink: ByteSink, _ bytes: ArraySlice<UInt8>, _ random: inout SeededRandom) throws {
         var i = bytes.startIndex
         while i < bytes.endIndex {
-            let size = random.next() % 3 == 0 ? 1 + Int(random.next() % 64) : 1 + Int(random.next() % 120_000)
+            // Some pieces smaller than a block: the head keeps pace with the block after it
+            // between writes, so a cut inside it needs several writes inside that block.
+            let size = 1 + Int(random.next() % [64, 4096, 120_000][Int(random.next() % 3)])
             let end = min(bytes.endIndex, i + size)
             try sink.write(Array(bytes[i..<end]))
             i = end
@@ -103,17 +105,25 @@ final class XzParallelTests: XCTestCase {
         let dir = try makeTemporaryDirectory(self)
         let plain = makeTestData(count: 400_000, seed: 46)
         let unsized = try XzTool.compress(Array(plain.prefix(50_000)), options: "--block-size=20000", dir: dir)
+        var noiseSource = SeededRandom(seed: 48)
+        let noise = (0..<600_000).map { _ in UInt8(truncatingIfNeeded: noiseSource.next()) }
         let inputs: [(String, [UInt8], [UInt8])] = [
             ("small blocks", try Self.multiBlock(plain, "-1 --block-size=9000 --check=crc32", dir: dir), plain),
             ("larger blocks, sha256", try Self.multiBlock(plain, "--block-size=150000 --check=sha256", dir: dir), plain),
             ("x86", try Self.multiBlock(plain, "--x86 --lzma2=preset=0 --block-size=60000", dir: dir), plain),
             ("mixed", try Self.multiBlock(plain, "-0 --block-size=70000", dir: dir) + [0, 0, 0, 0] + unsized, plain + Array(plain.prefix(50_000))),
+            // Blocks of five LZMA2 chunks (stored, 64 KiB each): cuts between a head's chunks.
+            ("incompressible", try Self.multiBlock(noise, "-0 --block-size=300000", dir: dir), noise),
         ]
         var random = SeededRandom(seed: 47)
         var cuts = 0, queuedCuts = 0, gatheringCuts = 0, headCuts = 0, headAndAheadCuts = 0
         for (label, xz, expected) in inputs {
-            for _ in 0..<Thoroughness.scaled(55) {
-                let cut = Int(random.next() % UInt64(xz.count + 1))
+            // A block decoded ahead is queued (not being gathered) only from its last byte to
+            // the next block's header, which waits for it to go on: every third cut is there.
+            let ends = try Self.blockOffsets(xz, dir: dir).map { Int($0.compressed) }.dropFirst()
+            for n in 0..<Thoroughness.scaled(55) {
+                let cut =
+                    n % 3 == 0 && !ends.isEmpty ? ends[ends.startIndex + Int(random.next() % UInt64(ends.count))] : Int(random.next() % UInt64(xz.count + 1))
                 let first = MemorySink()
                 let decoder = try XzDecoder(next: first, decoders: 2)
                 try Self.feed(decoder, xz[..<cut], &random)
@@ -299,7 +309,7 @@ final class XzParallelTests: XCTestCase {
     }
 
     /// Where each block starts, in the file and in the output (from `xz --robot -lvv`).
-    private static func blockOffsets(_ xz: [UInt8], dir: String) throws -> [(compressed: UInt64, uncompressed: UInt64)] {
+    static func blockOffsets(_ xz: [UInt8], dir: String) throws -> [(compressed: UInt64, uncompressed: UInt64)] {
         let path = dir + "/list.xz"
         try Data(xz).write(to: URL(fileURLWithPath: path))
         let listing = try shell("xz --robot -lvv '\(path)'", capture: true)

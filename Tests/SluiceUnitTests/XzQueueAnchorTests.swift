@@ -13,12 +13,14 @@ final class XzQueueAnchorTests: XCTestCase {
     /// and not found only later at the index. Returns how many cuts were tried.
     private func refusals(seed: UInt64, step: Int, drop: (inout XzState, Int) -> Bool) throws -> Int {
         let dir = try makeTemporaryDirectory(self)
-        let plain = makeTestData(count: 240_000, seed: seed)
+        let plain = makeTestData(count: 600_000, seed: seed)
         let xz = try XzParallelTests.multiBlock(plain, "-0 --block-size=20000 --check=crc32", dir: dir)
         var tried = 0
-        var cut = 2_000
-        while cut < xz.count * 9 / 10 {
-            defer { cut += step }
+        // Every `step` bytes, and where each block ends: a block decoded ahead is queued (not
+        // being gathered) only until the next block's header, which waits for it to go on.
+        let ends = try XzParallelTests.blockOffsets(xz, dir: dir).map { Int($0.compressed) }
+        let cuts = Set(stride(from: 2_000, to: xz.count * 9 / 10, by: step)).union(ends.filter { $0 > 2_000 && $0 < xz.count * 9 / 10 }).sorted()
+        for cut in cuts {
             let first = MemorySink()
             let decoder = try XzDecoder(next: first, decoders: 2)
             try decoder.write(Array(xz[..<cut]))

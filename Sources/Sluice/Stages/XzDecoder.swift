@@ -230,6 +230,10 @@ public final class XzDecoder: ForwardingSink {
             // memlimit also bounds the parallel path: up to `decoders` blocks' output is held.
             let heldFits = header.uncompressedSize.map { $0 <= memoryLimit / UInt64(decoders) } ?? false
             if decoders > 1 && XzBlockJob.qualifies(header) && heldFits {
+                // Every worker has a block, so this one will be the next head: the head and
+                // the blocks decoded ahead go on first, so that it is not gathered whole
+                // beside their output and their compressed bytes (see `keepPace`).
+                if pool.count >= lookAhead { try drain() }
                 let job = XzBlockJob(
                     offset: unitStart, headerBytes: unit, header: header, checkKind: checkKind,
                     blockNumber: blocks.count &+ 1, streamNumber: streamsDone &+ 1)

@@ -29,11 +29,14 @@ final class Lzma2Decoder {
     }
 
     /// Starts a block with its dictionary size; keeps the window's memory for reuse.
-    func startBlock(dictionarySize: UInt64) {
+    /// `slideRoom`: output room past the dictionary and a chunk before the window slides
+    /// (a slide moves the dictionary); by default the dictionary's size, 4 to 32 MiB.
+    func startBlock(dictionarySize: UInt64, slideRoom: Int? = nil) {
         let dictionary = min(dictionarySize, UInt64(UInt32.max))
         window.dict_size = UInt32(dictionary)
         // Grows to the dictionary plus room to slide rarely; see cxz_window_reserve.
-        window.max_cap = Int(dictionary) + Int(min(max(dictionary, 4 << 20), 32 << 20)) + Int(CXZ_MAX_CHUNK_OUTPUT)
+        let room = slideRoom ?? Int(min(max(dictionary, 4 << 20), 32 << 20))
+        window.max_cap = Int(dictionary) + room + Int(CXZ_MAX_CHUNK_OUTPUT)
         window.pos = 0
         window.history = 0
         needDictionaryReset = true
