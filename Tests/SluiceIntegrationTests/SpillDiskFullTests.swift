@@ -12,7 +12,8 @@ final class SpillDiskFullTests: XCTestCase {
         // Barely compressible, so the window grows with the source and soon needs a spill.
         XCTAssertEqual(try shell("head -c 24M /dev/urandom > '\(dir)/plain' && zstd -q -3 --long=23 '\(dir)/plain' -o '\(dir)/in.zst'").status, 0)
         // Only the checkpoint lives on the small disk: the early checkpoints (windows under
-        // 1 MiB, kept in memory) fit, a spilled window of more does not.
+        // 1 MiB, kept in memory) fit, a window of more does not (the disk has no room to
+        // spill it and store it, so it stays in memory and the store fails).
         let disk = dir + "/disk"
         try FileManager.default.createDirectory(atPath: disk, withIntermediateDirectories: true)
         let mount = try shell("mount -t tmpfs -o size=2m tmpfs '\(disk)' 2>&1", capture: true)
@@ -40,5 +41,29 @@ final class SpillDiskFullTests: XCTestCase {
         XCTAssertEqual((rerun.events(named: "resume").first?["source_offset"] as? NSNumber)?.uint64Value, offset, "resumed at the checkpoint")
         XCTAssertEqual(try shell("cmp -s '\(dir)/plain' '\(dir)/out'").status, 0, "output differs after the resume")
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: disk), [])
+    }
+
+    /// A disk with room for two checkpoints (the old one and the one being stored) is
+    /// enough, as it was when cuts held their windows in memory: the store frees the spill
+    /// as it copies it. With 8 MiB windows on a 20 MiB disk the spill made it three
+    /// windows, and most runs stopped with exit 6.
+    func testADiskForTwoCheckpointsIsEnough() throws {
+        let dir = try makeTemporaryDirectory(self)
+        XCTAssertEqual(try shell("head -c 24M /dev/urandom > '\(dir)/plain' && zstd -q -3 --long=23 '\(dir)/plain' -o '\(dir)/in.zst'").status, 0)
+        let disk = dir + "/disk"
+        try FileManager.default.createDirectory(atPath: disk, withIntermediateDirectories: true)
+        let mount = try shell("mount -t tmpfs -o size=20m tmpfs '\(disk)' 2>&1", capture: true)
+        XCTAssertEqual(mount.status, 0, "this test needs root to mount a tmpfs: \(mount.output)")
+        guard mount.status == 0 else { return }
+        addTeardownBlock { _ = try? shell("umount '\(disk)' 2>/dev/null || umount -l '\(disk)'") }
+        // Several runs: how far the cuts and the store overlap varies.
+        for attempt in 0..<3 {
+            try? FileManager.default.removeItem(atPath: dir + "/out")
+            let run = try runSluiceBounded(["--progress", "json", "--checkpoint", "disk/ck", "read in.zst | unzstd | file out"], in: dir, timeout: 120)
+            XCTAssertEqual(run.status, 0, "run \(attempt): \(run.stderr)")
+            XCTAssertFalse(run.events(named: "checkpoint").isEmpty, "run \(attempt) stored checkpoints")
+            XCTAssertEqual(try shell("cmp -s '\(dir)/plain' '\(dir)/out'").status, 0, "run \(attempt): output differs")
+            XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: disk), [])
+        }
     }
 }

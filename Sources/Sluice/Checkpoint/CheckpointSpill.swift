@@ -74,7 +74,7 @@ final class CheckpointSpill: @unchecked Sendable {
                 opened = true
                 fd = try openFile() ?? -1
             }
-            guard fd >= 0 else { return nil }
+            guard fd >= 0, Self.leavesRoom(fd, after: pieces.reduce(0) { $0 + UInt64($1.count) }) else { return nil }
             let start = length
             for piece in pieces {
                 try writeAll(piece, at: length)
@@ -143,6 +143,16 @@ final class CheckpointSpill: @unchecked Sendable {
         let fd = self.fd
         lock.unlock()
         _ = sluice_punch_hole(fd, Int64(range.lowerBound), Int64(range.count))
+    }
+
+    /// Whether the disk keeps room for one more blob this size after it: the checkpoint
+    /// being stored needs that much while the spills of newer cuts wait. A spill that
+    /// took it would fail a store that fits without spills; such a blob stays in memory.
+    private static func leavesRoom(_ fd: Int32, after count: UInt64) -> Bool {
+        var facts = statvfs()
+        guard fstatvfs(fd, &facts) == 0 else { return true }
+        let (free, overflow) = UInt64(facts.f_bavail).multipliedReportingOverflow(by: UInt64(facts.f_frsize))
+        return overflow || free / 2 >= count
     }
 
     /// The unnamed file in the checkpoint's directory (mode 0600, never linkable:
