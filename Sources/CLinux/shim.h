@@ -58,3 +58,9 @@ static inline long sluice_copy_file_range(int in, int64_t *inOffset, int out, si
     *inOffset = offset;
     return n;
 }
+
+// Frees the blocks of [offset, offset + length) of `fd` and keeps its size: the range reads
+// as zeros afterwards. Returns 0, or -1 with errno set (EOPNOTSUPP where the filesystem cannot).
+static inline int sluice_punch_hole(int fd, int64_t offset, int64_t length) {
+    return fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset, length);
+}

@@ -30,6 +30,9 @@ final class CheckpointSpill: @unchecked Sendable {
     private var opened = false
     private var length: UInt64 = 0
     private var firstFailure: SluiceError?
+    /// Ranges already copied into a checkpoint and given back to the filesystem: they read
+    /// as zeros now, so reading them again is refused rather than stored.
+    private var freed: [Range<UInt64>] = []
 
     /// A spill beside the checkpoint at `checkpointPath`; the file is made at the first blob.
     convenience init(beside checkpointPath: String) {
@@ -71,7 +74,7 @@ final class CheckpointSpill: @unchecked Sendable {
                 opened = true
                 fd = try openFile() ?? -1
             }
-            guard fd >= 0 else { return nil }
+            guard fd >= 0, Self.leavesRoom(fd, after: pieces.reduce(0) { $0 + UInt64($1.count) }) else { return nil }
             let start = length
             for piece in pieces {
                 try writeAll(piece, at: length)
@@ -101,7 +104,7 @@ final class CheckpointSpill: @unchecked Sendable {
 
     /// Reads `count` bytes at `offset` into `buffer` (which holds at least `count`).
     fileprivate func read(_ buffer: UnsafeMutableRawPointer, count: Int, at offset: UInt64) throws(SluiceError) {
-        let fd = descriptor
+        let fd = try descriptor(for: offset..<(offset + UInt64(count)))
         var done = 0
         while done < count {
             let n = pread(fd, buffer + done, count - done, off_t(offset) + off_t(done))
@@ -115,10 +118,41 @@ final class CheckpointSpill: @unchecked Sendable {
         }
     }
 
-    fileprivate var descriptor: Int32 {
+    /// The descriptor, to read `range` from: refused once part of it was freed.
+    fileprivate func descriptor(for range: Range<UInt64>) throws(SluiceError) -> Int32 {
         lock.lock()
         defer { lock.unlock() }
+        guard !freed.contains(where: { $0.overlaps(range) }) else {
+            throw SluiceError.io(path: checkpointPath, operation: "read again the state already stored from", errno: EIO)
+        }
         return fd
+    }
+
+    /// Gives back the blocks of `range`, copied into the checkpoint being stored: while
+    /// it is, the checkpoint's disk holds the old checkpoint, the new one and only what is
+    /// left of the spill — about two windows, as when the cut was in memory, not three.
+    /// Where the filesystem cannot free a range the space comes back with the file.
+    fileprivate func free(_ range: Range<UInt64>) {
+        guard !range.isEmpty else { return }
+        lock.lock()
+        if let last = freed.last, last.upperBound == range.lowerBound {
+            freed[freed.count - 1] = last.lowerBound..<range.upperBound
+        } else {
+            freed.append(range)
+        }
+        let fd = self.fd
+        lock.unlock()
+        _ = sluice_punch_hole(fd, Int64(range.lowerBound), Int64(range.count))
+    }
+
+    /// Whether the disk keeps room for one more blob this size after it: the checkpoint
+    /// being stored needs that much while the spills of newer cuts wait. A spill that
+    /// took it would fail a store that fits without spills; such a blob stays in memory.
+    private static func leavesRoom(_ fd: Int32, after count: UInt64) -> Bool {
+        var facts = statvfs()
+        guard fstatvfs(fd, &facts) == 0 else { return true }
+        let (free, overflow) = UInt64(facts.f_bavail).multipliedReportingOverflow(by: UInt64(facts.f_frsize))
+        return overflow || free / 2 >= count
     }
 
     /// The unnamed file in the checkpoint's directory (mode 0600, never linkable:
@@ -168,16 +202,22 @@ struct SpilledBytes: Sendable {
         return data
     }
 
+    /// How much is copied before its blocks in the spill are freed.
+    static let freedPiece = 8 << 20
+
     /// Appends the bytes to `out` at its file position, in the kernel (`copy_file_range`)
-    /// where it can, else chunk by chunk (`inKernel` false: tests of that path).
+    /// where it can, else chunk by chunk (`inKernel` false: tests of that path). Each piece
+    /// copied is freed in the spill: the bytes are stored once (the writer stores a cut
+    /// once; the MAC was read before), and cannot be read again.
     func copy(to out: Int32, path: String, inKernel: Bool = true) throws {
-        let fd = file.descriptor
+        let fd = try file.descriptor(for: offset..<(offset + UInt64(count)))
         var from = Int64(offset)
         var remaining = count
         while remaining > 0 && inKernel {
-            let n = sluice_copy_file_range(fd, &from, out, remaining)
+            let n = sluice_copy_file_range(fd, &from, out, min(remaining, Self.freedPiece))
             if n > 0 {
                 remaining -= n
+                file.free(UInt64(from - Int64(n))..<UInt64(from))
                 continue
             }
             if n < 0 && errno == EINTR { continue }
@@ -190,7 +230,16 @@ struct SpilledBytes: Sendable {
             break
         }
         guard remaining > 0 else { return }
-        let rest = SpilledBytes(file: file, offset: UInt64(from), count: remaining)
-        try rest.forEachChunk { try POSIX.writeAll(out, $0, path: path) }
+        let buffer = UnsafeMutableRawPointer.allocate(byteCount: Self.chunk, alignment: 16)
+        defer { buffer.deallocate() }
+        var at = UInt64(from)
+        while remaining > 0 {
+            let n = min(Self.chunk, remaining)
+            try file.read(buffer, count: n, at: at)
+            try POSIX.writeAll(out, UnsafeRawBufferPointer(start: buffer, count: n), path: path)
+            file.free(at..<(at + UInt64(n)))
+            at += UInt64(n)
+            remaining -= n
+        }
     }
 }
