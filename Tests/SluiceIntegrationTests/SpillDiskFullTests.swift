@@ -23,8 +23,10 @@ final class SpillDiskFullTests: XCTestCase {
         XCTAssertTrue(failed.messages.last?.contains("No space left") ?? false, failed.stderr)
         XCTAssertTrue(failed.messages.last?.contains("/ck") ?? false, "the message names the checkpoint: \(failed.stderr)")
         let facts = try XCTUnwrap(CheckpointFacts(path: disk + "/ck"), "the last good checkpoint stays")
+        // Which cut was last stored depends on timing (cuts that arrive while one is stored
+        // replace each other; on a busy machine the one before the first byte may be the
+        // only one that fits): any offset is right as long as the rerun resumes there.
         let offset = try XCTUnwrap(facts.sourceOffset)
-        XCTAssertGreaterThan(offset, 0)
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: disk), ["ck"], "nothing else is left")
 
         XCTAssertEqual(try shell("mount -o remount,size=64m '\(disk)'").status, 0)
