@@ -77,7 +77,8 @@ public final class StdoutSink: TerminalSink {
             try Self.checkWritten(state, endingAt: size, in: fd)
             pendingCut = size
         } else {
-            resumeNote = "stdout continues at output byte \(state.bytesWritten); bytes before it were written by the interrupted run"
+            resumeNote =
+                "stdout continues at output byte \(state.bytesWritten); the interrupted run wrote the bytes before it (and may have written some after it, which follow again)"
         }
     }
 
