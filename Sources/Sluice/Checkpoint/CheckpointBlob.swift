@@ -36,11 +36,6 @@ public struct CheckpointBlob: Codable, Sendable, Equatable {
         bytes = .memory(wrappedValue)
     }
 
-    /// `pieces` joined (a ring buffer's two segments), copied into memory.
-    init(joining pieces: [UnsafeRawBufferPointer]) {
-        bytes = .memory(Self.joined(pieces))
-    }
-
     private static func joined(_ pieces: [UnsafeRawBufferPointer]) -> Data {
         var data = Data(capacity: pieces.reduce(0) { $0 + $1.count })
         for piece in pieces { data.append(contentsOf: piece) }
