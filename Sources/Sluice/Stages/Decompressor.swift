@@ -138,9 +138,7 @@ public final class Decompressor: ForwardingSink {
     /// unzstd executes the blocks it has in flight before its state is taken.
     public func barrier(_ cut: Cut) throws {
         try zstd?.settle()
-        let state = snapshot(spillingTo: cut.spill)
-        try cut.spill?.check()
-        cut.record(state)
+        try cut.record(spilling: snapshot(spillingTo:))
         try next.barrier(cut)
     }
 

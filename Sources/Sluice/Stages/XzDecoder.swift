@@ -514,9 +514,7 @@ public final class XzDecoder: ForwardingSink {
     /// bytes in the checkpoint); nothing waits.
     public func barrier(_ cut: Cut) throws {
         try emitFinished()
-        let state = snapshot(spillingTo: cut.spill)
-        try cut.spill?.check()
-        cut.record(state)
+        try cut.record(spilling: snapshot(spillingTo:))
         try next.barrier(cut)
     }
 

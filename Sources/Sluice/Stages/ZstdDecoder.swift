@@ -359,9 +359,7 @@ public final class ZstdDecoder: ForwardingSink {
     /// The blocks in flight are executed first: the state recorded is one block at a time's.
     public func barrier(_ cut: Cut) throws {
         try settle()
-        let state = snapshot(spillingTo: cut.spill)
-        try cut.spill?.check()
-        cut.record(state)
+        try cut.record(spilling: snapshot(spillingTo:))
         try next.barrier(cut)
     }
 

@@ -24,6 +24,15 @@ public final class Cut: @unchecked Sendable {
         stages.append(StageState(state))
     }
 
+    /// Records the state `take` makes with this cut's spill (where a decoder's window goes
+    /// instead of memory); throws the spill's failure, so no state missing its bytes is
+    /// recorded and the barrier stops there.
+    func record(spilling take: (CheckpointSpill?) -> some StageStateValue) throws {
+        let state = take(spill)
+        try spill?.check()
+        record(state)
+    }
+
     /// Called by the terminal sink (see `TerminalSink`): the cut is complete. `makeDurable`
     /// is run by the checkpoint writer (possibly on another thread) before the checkpoint is stored.
     /// Throws when the sink must not go on without this checkpoint stored (see `Pipeline`).
