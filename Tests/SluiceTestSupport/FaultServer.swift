@@ -68,6 +68,12 @@ final class FaultServer: Sendable {
         /// Every resource response is a 206 of at most this many bytes, from the requested
         /// offset (or 0 without a Range): a server that hands out a file in short pieces.
         var rangeLength: Int? = nil
+
+        /// Neither ETag nor Last-Modified: only the length can show the content unchanged.
+        mutating func omitValidators() {
+            sendETag = false
+            sendLastModified = false
+        }
     }
 
     /// What one connection does differently.

@@ -47,8 +47,7 @@ final class FaultServerSelfTests: XCTestCase {
         try withFaultServer(
             body: Self.body,
             fault: {
-                $0.sendETag = false
-                $0.sendLastModified = false
+                $0.omitValidators()
             }
         ) { server in
             let response = try FaultServerProbe.request(port: server.port)

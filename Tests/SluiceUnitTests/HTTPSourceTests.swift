@@ -191,8 +191,7 @@ final class HTTPSourceTests: XCTestCase {
         try withFaultServer(
             body: Self.body,
             fault: {
-                $0.sendETag = false
-                $0.sendLastModified = false
+                $0.omitValidators()
             }
         ) { server in
             var saved = Self.checkpoint(server.url(), offset: 60_000)
@@ -260,8 +259,7 @@ final class HTTPSourceTests: XCTestCase {
             body: Self.body,
             fault: {
                 $0.ignoreRange = true
-                $0.sendETag = false
-                $0.sendLastModified = false
+                $0.omitValidators()
             }
         ) { server in
             let saved = SourceState(kind: "fetch", location: server.url(), offset: 30_000, totalLength: UInt64(Self.size))
