@@ -220,4 +220,80 @@ final class XzAheadWriteTests: XCTestCase {
             }
         }
     }
+
+    /// A worker's write ahead fails (the disk is full): the file sink's own error (exit 6,
+    /// the partial file's path, ENOSPC) at that block's turn, after every block before it
+    /// went on and with nothing of it or after it announced.
+    func testAFailedWriteAheadIsTheFileSinksWriteErrorAtItsBlock() throws {
+        let dir = try makeTemporaryDirectory(self)
+        let plain = makeTestData(count: 1_200_000, seed: 97)
+        let xz = try XzTool.compress(plain, options: "-T2 -0 --block-size=150000", dir: dir)
+        var workerFailures = 0
+        for failing in [1, 2, 3, 4, 6] {
+            let sink = FullDiskSink(failingAt: UInt64(failing * 150_000))
+            let decoder = try XzDecoder(next: sink, decoders: 2)
+            var failure: Error?
+            do {
+                try write(xz, to: decoder, chunk: 65_536)
+                try decoder.finish()
+            } catch {
+                failure = error
+            }
+            guard case SluiceError.io(let path, let operation, let code)? = failure as? SluiceError else {
+                XCTFail("block \(failing + 1): \(String(describing: failure))")
+                continue
+            }
+            XCTAssertEqual(path, "full.sluice-part")
+            XCTAssertEqual(operation, "write to")
+            XCTAssertEqual(code, ENOSPC)
+            XCTAssertEqual(failure.map { ($0 as? SluiceError)?.exitCode }, 6)
+            // The block may be the head, written in order: the same error either way.
+            workerFailures += sink.aheadFailures > 0 ? 1 : 0
+            // Everything before the failing block went on, in order; nothing from it on.
+            XCTAssertLessThanOrEqual(sink.counted, UInt64(failing * 150_000), "block \(failing + 1)")
+            XCTAssertEqual(decoder.workersRunning, 0)
+        }
+        XCTAssertGreaterThan(workerFailures, 0, "a worker's write ahead failed in some run")
+    }
+}
+
+/// A file sink in memory whose ahead writes fail with ENOSPC at and past `failingAt` (and
+/// whose in-order writes are refused there too): which blocks went ahead and what was counted.
+private final class FullDiskSink: AheadWritingSink, @unchecked Sendable {
+    private let failingAt: UInt64
+    private let lock = NSLock()
+    private var failures = 0
+    private(set) var counted: UInt64 = 0
+
+    init(failingAt: UInt64) { self.failingAt = failingAt }
+
+    var aheadFailures: Int { lock.withLock { failures } }
+
+    private final class Writer: AheadWriter, @unchecked Sendable {
+        let sink: FullDiskSink
+        init(_ sink: FullDiskSink) { self.sink = sink }
+        func write(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws {
+            guard offset + UInt64(bytes.count) <= sink.failingAt else {
+                sink.lock.withLock { sink.failures += 1 }
+                throw SluiceError.io(path: "full.sluice-part", operation: "write to", errno: ENOSPC)
+            }
+        }
+    }
+
+    func aheadWriter() -> AheadWriter? { Writer(self) }
+
+    func advance(_ count: UInt64, crc64: UInt64) throws {
+        counted += count
+        XCTAssertLessThanOrEqual(counted, failingAt, "an advance counted bytes whose write failed")
+    }
+
+    func write(_ bytes: UnsafeRawBufferPointer) throws {
+        guard counted + UInt64(bytes.count) <= failingAt else {
+            throw SluiceError.io(path: "full.sluice-part", operation: "write to", errno: ENOSPC)
+        }
+        counted += UInt64(bytes.count)
+    }
+
+    func barrier(_ cut: Cut) throws {}
+    func finish() throws {}
 }
