@@ -178,13 +178,13 @@ struct TarReader {
         }
         if let size = value("size") {
             guard let parsed = TarNumber.decimal(size) else {
-                throw TarError.corrupt(offset: offset, reason: "member \(TarName.display(entry.path)) has a bad pax size '\(TarName.display(size))'")
+                throw TarError.corrupt(offset: offset, reason: "member \(TarName.display(entry.path)) has a bad pax size \(TarName.display(size))")
             }
             entry.size = parsed
         }
         if let mtime = value("mtime") {
             guard let parsed = TarTime(pax: mtime) else {
-                throw TarError.corrupt(offset: offset, reason: "member \(TarName.display(entry.path)) has a bad pax mtime '\(TarName.display(mtime))'")
+                throw TarError.corrupt(offset: offset, reason: "member \(TarName.display(entry.path)) has a bad pax mtime \(TarName.display(mtime))")
             }
             entry.mtime = parsed
         }
