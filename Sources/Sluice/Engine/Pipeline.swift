@@ -218,7 +218,7 @@ public final class Pipeline: Sendable {
         } catch FileSinkError.partialTooShort(let path, let expected) {
             return .partialTooShort(path: path, expected: expected)
         } catch FileSinkError.partialChanged(let path, let bytes) {
-            return .partialChanged(path: path, reason: "its first \(bytes) bytes changed since the checkpoint (their CRC-64 differs)")
+            return .partialChanged(path: path, reason: "its first \(Counted.bytes(bytes)) changed since the checkpoint (their CRC-64 differs)")
         } catch let changed as PartialOutputChanged {
             return .partialChanged(path: changed.path, reason: changed.reason)
         } catch let error as SluiceError {

@@ -121,7 +121,7 @@ struct RunPaths {
         default: advice = "sluice adds a suffix to the checkpoint's name for it; choose a shorter --checkpoint"
         }
         return .usage(
-            "the name of \(name.role.title) would be \(leaf.utf8.count) bytes, over the \(limit) bytes a file name may have (\(name.path)): \(advice)"
+            "the name of \(name.role.title) would be \(Counted.bytes(leaf.utf8.count)), over the \(Counted.bytes(limit)) a file name may have (\(name.path)): \(advice)"
         )
     }
 

@@ -317,8 +317,8 @@ final class MultiFetch: @unchecked Sendable {
                 let left = state.alive
                 control.progress.emit(
                     .notice(
-                        "\(reason) to an extra range request; continuing with \(left)"
-                            + " connection\(left == 1 ? "" : "s")"))
+                        "\(reason) to an extra range request; continuing with"
+                            + " \(Counted.text(left, "connection"))"))
                 control.progress.emit(.connections(left))
                 return true
             }
