@@ -138,7 +138,8 @@ struct RunPaths {
             return .unsafePath(
                 path: name.path,
                 reason:
-                    "sluice writes its checkpoint there first, and the file there is not one it left (it does not begin as a checkpoint); move it away or name another --checkpoint"
+                    "sluice writes its checkpoint there first, and the file there is not one it left (sluice links a checkpoint"
+                    + " there only whole, and this file does not begin as one); sluice leaves it: move it away or name another --checkpoint"
             )
         }
     }
