@@ -53,6 +53,13 @@ public struct CheckpointInspector {
             return ("refuse", "\(problem); --restart discards it")
         }
         for state in checkpoint.stages {
+            if let file = state.as(FileSinkState.self), PublishedOutput.wouldReopen(file) {
+                return (
+                    "resume",
+                    "from source byte \(source.offset) on a copy of the finished \(file.path), which begins with the bytes"
+                        + " recorded (the last run was most likely stopped before it removed its checkpoint)"
+                )
+            }
             if let problem = state.value.resumeProblem() { return ("restart", problem) }
         }
         if source.kind == "fetch" {
