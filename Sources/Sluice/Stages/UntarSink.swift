@@ -390,7 +390,8 @@ public final class UntarSink: TerminalSink, TarEventHandler {
             let bytes = 18 + metadata.path.bytes.count
             guard directories.count < Self.maxDirectories, directories.weight + bytes <= Self.maxDirectoryBytes else {
                 throw PathRefusal(
-                    "is one directory more than untar keeps metadata for (\(directories.count) directories, \(directories.weight) bytes of names)")
+                    "is one directory more than untar keeps metadata for (\(Counted.text(directories.count, "directory", plural: "directories")), \(Counted.bytes(directories.weight)) of names)"
+                )
             }
             directories.append(metadata)
         case .symlink:
@@ -467,7 +468,7 @@ public final class UntarSink: TerminalSink, TarEventHandler {
             close(file.fd)
             throw SluiceError.corruptData(
                 format: "tar", offset: reader.state.offset,
-                reason: "member \(TarName.display(file.path.joined)) ended with \(file.written) of its \(file.size) bytes written")
+                reason: "member \(TarName.display(file.path.joined)) ended with \(file.written) of its \(Counted.bytes(file.size)) written")
         }
         do {
             try extractor.completeFile(file.fd, mode: file.mode, needsChmod: file.needsChmod, mtime: file.mtime, path: file.path)
