@@ -252,17 +252,30 @@ final class CheckpointPacingTests: XCTestCase {
     }
 
     func testAWindowStretchesTheIntervalToTheBudget() {
-        // 8 MiB spilled costs ~22 ms of CPU, ~3% of what unxz does over ~17 MB of source.
+        // A 4 MiB window (~11 ms of CPU) is 3% of the work over ~8.8 MB of unxz's source.
+        let small = CheckpointAppendixSize(bytes: (4 << 20) + 28_000, spilledBytes: 4 << 20)
+        XCTAssertGreaterThan(xz.interval(after: small), 8 << 20)
+        XCTAssertEqual(share(xz, small), CheckpointPacing.budget, accuracy: 1e-4)
+        // 8 MiB (~22 ms) would need ~0.73 s of work: the gap stops at the rerun's 0.7 s, just over 3%.
         let interval = xz.interval(after: xzWindow)
         XCTAssertGreaterThan(interval, 15 << 20)
         XCTAssertLessThan(interval, 19 << 20)
-        XCTAssertEqual(share(xz, xzWindow), CheckpointPacing.budget, accuracy: 1e-4)
+        XCTAssertEqual(Double(interval) * xz.chainNsPerSourceByte, CheckpointPacing.redoNs, accuracy: 100)
+        XCTAssertGreaterThan(share(xz, xzWindow), CheckpointPacing.budget)
+        XCTAssertLessThan(share(xz, xzWindow), 0.032)
         let zstdWindow = CheckpointAppendixSize(bytes: 8 << 20, spilledBytes: 8 << 20)
         XCTAssertGreaterThan(zstd.interval(after: zstdWindow), 65 << 20, "a fast decoder: further apart")
         XCTAssertLessThan(zstd.interval(after: zstdWindow), 80 << 20)
-        XCTAssertEqual(share(zstd, zstdWindow), CheckpointPacing.budget, accuracy: 1e-4)
+    }
+
+    func testALargeAppendixRisesToTheCeilingNotFurther() {
+        // unzstd --long=27: a 128 MiB window costs ~0.35 s; 3% would put ~1.2 GB of source
+        // between checkpoints, the ceiling of 5% ~740 MB — never closer.
         let large = CheckpointAppendixSize(bytes: 128 << 20, spilledBytes: 128 << 20)
-        XCTAssertEqual(Double(zstd.interval(after: large)) / Double(zstd.interval(after: zstdWindow)), 16, accuracy: 0.01, "proportional")
+        XCTAssertEqual(share(zstd, large), CheckpointPacing.ceiling, accuracy: 1e-4)
+        XCTAssertGreaterThan(zstd.interval(after: large), 700_000_000)
+        let larger = CheckpointAppendixSize(bytes: 256 << 20, spilledBytes: 256 << 20)
+        XCTAssertEqual(Double(zstd.interval(after: larger)) / Double(zstd.interval(after: large)), 2, accuracy: 0.01, "proportional")
     }
 
     func testBytesHeldInMemoryCostLessThanSpilledOnes() {
@@ -272,10 +285,14 @@ final class CheckpointPacingTests: XCTestCase {
         let spilled = CheckpointAppendixSize(bytes: 10 << 20, spilledBytes: 10 << 20)
         XCTAssertLessThan(xz.interval(after: held), xz.interval(after: spilled))
         XCTAssertEqual(CheckpointPacing.cost(of: spilled) / CheckpointPacing.cost(of: held), 2, accuracy: 0.01)
-        // Multi-block unxz: the head's window spilled beside the blocks' raw bytes.
+        XCTAssertEqual(share(xz, held), CheckpointPacing.budget, accuracy: 1e-4)
+        // Multi-block unxz: the head's window spilled beside the blocks' raw bytes (~35 ms):
+        // the kill bar's 0.7 s of work would make it 5%, which is where it stops.
         let mixed = CheckpointAppendixSize(bytes: (8 << 20) + (10 << 20), spilledBytes: 8 << 20)
-        XCTAssertEqual(CheckpointPacing.cost(of: mixed), CheckpointPacing.cost(of: held) + CheckpointPacing.cost(of: xzWindow) - 28_000 * 1.3, accuracy: 1)
-        XCTAssertEqual(share(xz, mixed), CheckpointPacing.budget, accuracy: 1e-4)
+        XCTAssertEqual(
+            CheckpointPacing.cost(of: mixed), CheckpointPacing.cost(of: held) + CheckpointPacing.cost(of: xzWindow) - 28_000 * 1.3,
+            accuracy: 1)
+        XCTAssertEqual(share(xz, mixed), CheckpointPacing.ceiling, accuracy: 1e-4)
     }
 
     func testTheUsersIntervalBoundsAndZeroStaysOff() {

@@ -20,6 +20,14 @@ struct CheckpointPacing: Sendable, Equatable {
     static let nsPerHeldByte = 1.3
     /// The share of the run's work that checkpoints may take (the target is 5%).
     static let budget = 0.03
+    /// A rerun after a kill decodes up to one interval again, and the kill bar gives it 1 s
+    /// beyond its share (startup and restore take ~0.2 s): where `budget` would space
+    /// checkpoints further apart than this much work (declared CPU, ns), they come at this
+    /// distance instead, as long as their share stays under `ceiling` — a multi-block unxz
+    /// cut holding the head's window and ~16 MB of raw blocks costs ~34 ms.
+    static let redoNs = 700_000_000.0
+    /// The share checkpoints may take to keep the rerun within `redoNs` of work: the target.
+    static let ceiling = 0.05
 
     /// The interval the user asked for (0: no checkpoints).
     let base: UInt64
@@ -32,10 +40,13 @@ struct CheckpointPacing: Sendable, Equatable {
     }
 
     /// The interval after a checkpoint whose appendix was `appendix`: at least `base`, and
-    /// enough source bytes that the chain's work over them is `cost / budget`.
+    /// enough source bytes that the chain's work over them is `cost / budget` — or less,
+    /// down to `redoNs` of work, while the share stays under `ceiling`.
     func interval(after appendix: CheckpointAppendixSize) -> UInt64 {
         guard base > 0, appendix.bytes > 0, chainNsPerSourceByte > 0 else { return base }
-        let needed = Self.cost(of: appendix) / (Self.budget * chainNsPerSourceByte)
+        let cost = Self.cost(of: appendix)
+        let work = min(cost / Self.budget, max(Self.redoNs, cost / Self.ceiling))
+        let needed = work / chainNsPerSourceByte
         guard needed < Double(UInt64(1) << 62) else { return UInt64(1) << 62 }
         return max(base, UInt64(needed))
     }
