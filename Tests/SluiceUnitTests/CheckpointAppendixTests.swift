@@ -236,21 +236,82 @@ final class CheckpointAppendixTests: XCTestCase {
 
 /// Checkpoints carrying a large window are spaced so storing it stays a small share of the work.
 final class CheckpointPacingTests: XCTestCase {
-    func testTheIntervalStretchesWithTheWindowAndTheChainsSpeed() throws {
-        let window: UInt64 = 8 << 20
-        let xz = CheckpointPacing(base: 8 << 20, chainNsPerSourceByte: 61.35)
-        let zstd = CheckpointPacing(base: 8 << 20, chainNsPerSourceByte: 5.5)
-        XCTAssertEqual(xz.interval(stateBytes: 0), 8 << 20, "no window, the user's interval")
-        XCTAssertEqual(zstd.interval(stateBytes: 0), 8 << 20)
-        XCTAssertEqual(xz.interval(stateBytes: window), 8 << 20, "a slow decoder already does enough work between two")
-        let stretched = zstd.interval(stateBytes: window)
-        XCTAssertGreaterThan(stretched, 60 << 20)
-        XCTAssertLessThan(stretched, 90 << 20)
-        XCTAssertGreaterThan(zstd.interval(stateBytes: 128 << 20), 15 * stretched, "proportional to the window")
-        XCTAssertEqual(CheckpointPacing(base: 1 << 40, chainNsPerSourceByte: 5.5).interval(stateBytes: window), 1 << 40)
-        XCTAssertEqual(CheckpointPacing(base: 0, chainNsPerSourceByte: 5.5).interval(stateBytes: window), 0, "0 stays off")
-        XCTAssertEqual(CheckpointPacing(base: 1, chainNsPerSourceByte: 0).interval(stateBytes: window), 1)
-        XCTAssertEqual(CheckpointPacing(base: 1, chainNsPerSourceByte: 1e-300).interval(stateBytes: .max), 1 << 62, "bounded")
+    /// One-block unxz: the 8 MiB window spilled, the LZMA probabilities held.
+    let xzWindow = CheckpointAppendixSize(bytes: (8 << 20) + 28_000, spilledBytes: 8 << 20)
+    let xz = CheckpointPacing(base: 8 << 20, chainNsPerSourceByte: 0.3 + 40 + 0.3 * 3.5)
+    let zstd = CheckpointPacing(base: 8 << 20, chainNsPerSourceByte: 0.3 + 8 + 0.3 * 4)
+
+    /// The share of the chain's work between two checkpoints that storing `appendix` takes.
+    func share(_ pacing: CheckpointPacing, _ appendix: CheckpointAppendixSize) -> Double {
+        CheckpointPacing.cost(of: appendix) / (Double(pacing.interval(after: appendix)) * pacing.chainNsPerSourceByte)
+    }
+
+    func testWithoutAnAppendixTheUsersIntervalStands() {
+        XCTAssertEqual(xz.interval(after: .none), 8 << 20)
+        XCTAssertEqual(zstd.interval(after: .none), 8 << 20)
+    }
+
+    func testAWindowStretchesTheIntervalToTheBudget() {
+        // A 4 MiB window (~11 ms of CPU) is 3% of the work over ~8.8 MB of unxz's source.
+        let small = CheckpointAppendixSize(bytes: (4 << 20) + 28_000, spilledBytes: 4 << 20)
+        XCTAssertGreaterThan(xz.interval(after: small), 8 << 20)
+        XCTAssertEqual(share(xz, small), CheckpointPacing.budget, accuracy: 1e-4)
+        // 8 MiB (~22 ms) would need ~0.73 s of work: the gap stops at the rerun's 0.7 s, just over 3%.
+        let interval = xz.interval(after: xzWindow)
+        XCTAssertGreaterThan(interval, 15 << 20)
+        XCTAssertLessThan(interval, 19 << 20)
+        XCTAssertEqual(Double(interval) * xz.chainNsPerSourceByte, CheckpointPacing.redoNs, accuracy: 100)
+        XCTAssertGreaterThan(share(xz, xzWindow), CheckpointPacing.budget)
+        XCTAssertLessThan(share(xz, xzWindow), 0.032)
+        let zstdWindow = CheckpointAppendixSize(bytes: 8 << 20, spilledBytes: 8 << 20)
+        XCTAssertGreaterThan(zstd.interval(after: zstdWindow), 65 << 20, "a fast decoder: further apart")
+        XCTAssertLessThan(zstd.interval(after: zstdWindow), 80 << 20)
+    }
+
+    func testALargeAppendixRisesToTheCeilingNotFurther() {
+        // unzstd --long=27: a 128 MiB window costs ~0.35 s; 3% would put ~1.2 GB of source
+        // between checkpoints, the ceiling of 5% ~740 MB — never closer.
+        let large = CheckpointAppendixSize(bytes: 128 << 20, spilledBytes: 128 << 20)
+        XCTAssertEqual(share(zstd, large), CheckpointPacing.ceiling, accuracy: 1e-4)
+        XCTAssertGreaterThan(zstd.interval(after: large), 700_000_000)
+        let larger = CheckpointAppendixSize(bytes: 256 << 20, spilledBytes: 256 << 20)
+        XCTAssertEqual(Double(zstd.interval(after: larger)) / Double(zstd.interval(after: large)), 2, accuracy: 0.01, "proportional")
+    }
+
+    func testBytesHeldInMemoryCostLessThanSpilledOnes() {
+        // unxz's raw blocks are referred to where they lie: no write into the spill at the
+        // cut, no reading back. A cut of 10 MB of them costs about as much as 5 MB spilled.
+        let held = CheckpointAppendixSize(bytes: 10 << 20, spilledBytes: 0)
+        let spilled = CheckpointAppendixSize(bytes: 10 << 20, spilledBytes: 10 << 20)
+        XCTAssertLessThan(xz.interval(after: held), xz.interval(after: spilled))
+        XCTAssertEqual(CheckpointPacing.cost(of: spilled) / CheckpointPacing.cost(of: held), 2, accuracy: 0.01)
+        XCTAssertEqual(share(xz, held), CheckpointPacing.budget, accuracy: 1e-4)
+        // Multi-block unxz: the head's window spilled beside the blocks' raw bytes (~35 ms):
+        // the kill bar's 0.7 s of work would make it 5%, which is where it stops.
+        let mixed = CheckpointAppendixSize(bytes: (8 << 20) + (10 << 20), spilledBytes: 8 << 20)
+        XCTAssertEqual(
+            CheckpointPacing.cost(of: mixed), CheckpointPacing.cost(of: held) + CheckpointPacing.cost(of: xzWindow) - 28_000 * 1.3,
+            accuracy: 1)
+        XCTAssertEqual(share(xz, mixed), CheckpointPacing.ceiling, accuracy: 1e-4)
+    }
+
+    func testTheUsersIntervalBoundsAndZeroStaysOff() {
+        XCTAssertEqual(xz.interval(after: CheckpointAppendixSize(bytes: 1 << 20, spilledBytes: 1 << 20)), 8 << 20, "a small blob: the user's interval")
+        XCTAssertEqual(CheckpointPacing(base: 1 << 40, chainNsPerSourceByte: 9.5).interval(after: xzWindow), 1 << 40)
+        XCTAssertEqual(CheckpointPacing(base: 0, chainNsPerSourceByte: 9.5).interval(after: xzWindow), 0, "0 stays off")
+        XCTAssertEqual(CheckpointPacing(base: 1, chainNsPerSourceByte: 0).interval(after: xzWindow), 1)
+        let huge = CheckpointAppendixSize(bytes: .max, spilledBytes: .max)
+        XCTAssertEqual(CheckpointPacing(base: 1, chainNsPerSourceByte: 1e-300).interval(after: huge), 1 << 62, "bounded")
+    }
+
+    func testTheSpilledPartNeverExceedsTheWhole() {
+        XCTAssertEqual(CheckpointAppendixSize(bytes: 10, spilledBytes: 20).spilledBytes, 10)
+        XCTAssertEqual(CheckpointPacing.cost(of: CheckpointAppendixSize(bytes: 10, spilledBytes: 20)), 26, accuracy: 1e-9)
+    }
+
+    func testTheUnxzChainCostComesFromTheRegistry() throws {
+        let spec = try PipelineSpec(parsing: "read x | unxz | file out")
+        XCTAssertEqual(ThreadPlan.costs(spec: spec, options: PipelineOptions()).reduce(0, +), 0.3 + 40 + 0.3 * 3.5, accuracy: 1e-9)
     }
 
     func testTheChainCostComesFromTheRegistry() throws {

@@ -183,6 +183,14 @@ struct CheckpointFile {
     /// Bytes in the appendix.
     var appendixCount: UInt64 { blobs.reduce(0) { $0 + UInt64($1.count) } }
 
+    /// The appendix's size, and how much of it waited in a spill file (`CheckpointPacing`
+    /// prices the two apart).
+    var appendixSize: CheckpointAppendixSize {
+        var spilled: UInt64 = 0
+        for case .spilled(let bytes) in blobs { spilled += UInt64(bytes.count) }
+        return CheckpointAppendixSize(bytes: appendixCount, spilledBytes: spilled)
+    }
+
     /// The JSON part and the appendix (nil when there is no newline: a file cut short, or
     /// one from before the appendix).
     static func split(_ data: Data) -> (json: Data, appendix: Data?) {

@@ -7,6 +7,20 @@ import Foundation
 import Glibc
 #endif
 
+/// A stored checkpoint's appendix (its stages' blobs): all of it, and the part that waited
+/// in the cut's spill file (decoders' windows) rather than in memory.
+public struct CheckpointAppendixSize: Sendable, Equatable {
+    public var bytes: UInt64
+    public var spilledBytes: UInt64
+
+    public static let none = CheckpointAppendixSize(bytes: 0, spilledBytes: 0)
+
+    public init(bytes: UInt64, spilledBytes: UInt64) {
+        self.bytes = bytes
+        self.spilledBytes = min(spilledBytes, bytes)
+    }
+}
+
 /// What is stored at a checkpoint path.
 enum StoredCheckpoint: Equatable {
     case none
@@ -138,7 +152,7 @@ public final class CheckpointStore: @unchecked Sendable {
 
     /// Stores `checkpoint`; returns the size of its appendix (the states' blobs).
     @discardableResult
-    public func save(_ checkpoint: Checkpoint) throws -> UInt64 {
+    public func save(_ checkpoint: Checkpoint) throws -> CheckpointAppendixSize {
         let file = try checkpoint.sealed(key: try keyForSaving())
         let temporaryPath = self.temporaryPath
         // A temporary file left by a crash (we hold the lock, so it is not another run's);
@@ -175,7 +189,7 @@ public final class CheckpointStore: @unchecked Sendable {
         // From now on only the content says whether it is ours: `cp notes C` keeps the inode.
         remember(nil)
         try POSIX.fsyncDirectory(of: path)
-        return file.appendixCount
+        return file.appendixSize
     }
 
     /// The file a save writes: nameless (O_TMPFILE in the checkpoint's directory; `named`

@@ -19,7 +19,7 @@ final class CheckpointWriter: @unchecked Sendable {
     private var stopping = false
     private var exited = false
     private var failure: SluiceError?
-    private var lastStateBytes: UInt64 = 0
+    private var lastAppendix = CheckpointAppendixSize.none
 
     /// Throws when its thread cannot be started (exit 6).
     init(
@@ -40,12 +40,12 @@ final class CheckpointWriter: @unchecked Sendable {
         condition.unlock()
     }
 
-    /// The appendix size of the last checkpoint stored (its decoders' windows), which
-    /// `CheckpointPacing` spaces the next ones by.
-    var stateBytes: UInt64 {
+    /// The appendix of the last checkpoint stored (its decoders' windows, unxz's raw
+    /// blocks), which `CheckpointPacing` spaces the next ones by.
+    var appendix: CheckpointAppendixSize {
         condition.lock()
         defer { condition.unlock() }
-        return lastStateBytes
+        return lastAppendix
     }
 
     /// Waits until every submitted cut is stored; throws if storing one failed.
@@ -88,9 +88,9 @@ final class CheckpointWriter: @unchecked Sendable {
                 try cut.spill?.check()
                 try cut.makeDurable?()
                 let checkpoint = Checkpoint(spec: spec, source: cut.source, stages: cut.stages)
-                let stateBytes = try store.save(checkpoint)
+                let appendix = try store.save(checkpoint)
                 condition.lock()
-                lastStateBytes = stateBytes
+                lastAppendix = appendix
                 condition.unlock()
                 control.progress.emit(.checkpoint(sourceOffset: cut.source.offset, stages: checkpoint.stageOffsets))
             } catch let error as SluiceError {

@@ -273,7 +273,7 @@ public final class Pipeline: Sendable {
             chainNsPerSourceByte: ThreadPlan.costs(spec: spec, options: options).reduce(0, +))
         let head = PipelineHead(
             source: built.source, next: built.first, startOffset: startOffset, pacing: pacing,
-            stateBytes: { writer?.stateBytes ?? 0 }, control: control, seal: seal, spillBeside: writer == nil ? nil : store?.path)
+            appendix: { writer?.appendix ?? .none }, control: control, seal: seal, spillBeside: writer == nil ? nil : store?.path)
         do {
             // A checkpoint before the first byte: a kill before the first interval then
             // resumes at the start instead of guessing (stdout appending to a file needs it).

@@ -8,8 +8,8 @@ final class PipelineHead: ByteSink {
     private let source: ByteSource
     private let control: RunControl
     private let pacing: CheckpointPacing
-    /// The appendix size of the last stored checkpoint (the checkpoint writer's).
-    private let stateBytes: @Sendable () -> UInt64
+    /// The appendix of the last stored checkpoint (the checkpoint writer's).
+    private let appendix: @Sendable () -> CheckpointAppendixSize
     private let seal: (@Sendable (Cut) throws -> Void)?
     /// The checkpoint whose directory holds each cut's spill file (nil: blobs in memory).
     private let spillBeside: String?
@@ -26,14 +26,14 @@ final class PipelineHead: ByteSink {
     /// - Parameter spillBeside: the checkpoint path, beside which cuts spill their windows.
     init(
         source: ByteSource, next: ByteSink, startOffset: UInt64, pacing: CheckpointPacing,
-        stateBytes: @escaping @Sendable () -> UInt64 = { 0 }, control: RunControl, seal: (@Sendable (Cut) throws -> Void)?,
+        appendix: @escaping @Sendable () -> CheckpointAppendixSize = { .none }, control: RunControl, seal: (@Sendable (Cut) throws -> Void)?,
         spillBeside: String? = nil
     ) {
         self.source = source
         self.next = next
         self.offset = startOffset
         self.pacing = pacing
-        self.stateBytes = stateBytes
+        self.appendix = appendix
         self.control = control
         self.seal = seal
         self.spillBeside = spillBeside
@@ -51,7 +51,7 @@ final class PipelineHead: ByteSink {
         sinceBarrier &+= UInt64(bytes.count)
         // Past the user's interval, ask how far this run's windows stretch it (a lock, so
         // only then).
-        if pacing.base > 0 && sinceBarrier >= pacing.base && sinceBarrier >= pacing.interval(stateBytes: stateBytes()) {
+        if pacing.base > 0 && sinceBarrier >= pacing.base && sinceBarrier >= pacing.interval(after: appendix()) {
             try injectBarrier()
         }
         let now = DispatchTime.now().uptimeNanoseconds
