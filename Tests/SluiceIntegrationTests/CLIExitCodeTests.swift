@@ -277,14 +277,7 @@ final class CLIExitCodeTests: XCTestCase {
         let fixture = try Self.big()
         let dir = try makeTemporaryDirectory(self)
         let args = ["--checkpoint-interval", "1MiB", "read \(fixture.gz) | gunzip | file out"]
-        guard try killAfterFirstCheckpoint(args, in: dir) != nil else { return }
-
-        // Hold the lock the way a live run does.
-        let lockPath = dir + "/out.sluice.lock"
-        let fd = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        XCTAssertGreaterThanOrEqual(fd, 0, "cannot open \(lockPath)")
-        guard fd >= 0 else { return }
-        XCTAssertEqual(flock(fd, LOCK_EX | LOCK_NB), 0, "the killed run still holds its lock?")
+        guard let fd = try killedRunWithItsLockHeld(args, in: dir) else { return }
         let before = try DirectorySnapshot(dir)
         let spec = args.last!
         for second in [args, ["--restart"] + args, ["--checkpoint-interval", "0", spec], ["--progress", "json", "-q", spec]] {
@@ -299,6 +292,43 @@ final class CLIExitCodeTests: XCTestCase {
 
         // Once the lock is free the same command resumes and completes.
         try assertResumesToCompletion(args, in: dir, expected: fixture.raw)
+    }
+
+    /// An output named like the files of a job writing `out` (its partial output, checkpoint,
+    /// lock or checkpoint's temporary file) is refused with exit 2 before anything is touched,
+    /// while that job runs and while it waits to be resumed; the job then still completes.
+    func testOutputNamedLikeAnotherJobsFilesIsRefusedAndTouchesNothing() throws {
+        let fixture = try Self.big()
+        let dir = try makeTemporaryDirectory(self)
+        let args = ["--checkpoint-interval", "1MiB", "read \(fixture.gz) | gunzip | file out"]
+        guard let fd = try killedRunWithItsLockHeld(args, in: dir) else { return }
+        let before = try DirectorySnapshot(dir)
+        for name in ["out.sluice-part", "out.sluice", "out.sluice.lock", "out.sluice.tmp"] {
+            let refused = try runSluiceBounded(["read \(fixture.gz) | file \(name)"], in: dir)
+            XCTAssertEqual(refused.status, 2, "\(name): \(refused.stderr)")
+            assertOneErrorLine(refused, mentions: [name, "a running sluice job"])
+            let after = try DirectorySnapshot(dir)
+            XCTAssertTrue(after == before, "\(name) changed the directory: \(after.differences(from: before))")
+        }
+        flock(fd, LOCK_UN)
+        close(fd)
+        // A killed job holds no lock, yet its files are still its own.
+        let idle = try runSluiceBounded(["read \(fixture.gz) | file out.sluice-part"], in: dir)
+        XCTAssertEqual(idle.status, 2, idle.stderr)
+        XCTAssertTrue(try DirectorySnapshot(dir) == before)
+        try assertResumesToCompletion(args, in: dir, expected: fixture.raw)
+    }
+
+    /// Runs `args` (writing `out`) until its first checkpoint, kills it, and holds its lock the
+    /// way a live run does: the lock's descriptor (unlock and close it), or nil when it failed.
+    private func killedRunWithItsLockHeld(_ args: [String], in dir: String) throws -> Int32? {
+        guard try killAfterFirstCheckpoint(args, in: dir) != nil else { return nil }
+        let lockPath = dir + "/out.sluice.lock"
+        let fd = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        XCTAssertGreaterThanOrEqual(fd, 0, "cannot open \(lockPath)")
+        guard fd >= 0 else { return nil }
+        XCTAssertEqual(flock(fd, LOCK_EX | LOCK_NB), 0, "the killed run still holds its lock?")
+        return fd
     }
 
     // MARK: 4 — checksum mismatch: no PATH, partial data and checkpoint removed

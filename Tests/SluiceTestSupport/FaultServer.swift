@@ -34,6 +34,8 @@ final class FaultServer: Sendable {
         var chunked: Bool = false
         /// A range request gets a 206 whose Content-Range (and body) starts at requested+shift.
         var wrongContentRangeShift: Int? = nil
+        /// A range request gets its 206 and bytes without a Content-Range.
+        var omitContentRange: Bool = false
         /// Every request with a Range header gets 416 with `Content-Range: bytes */LEN`.
         var always416: Bool = false
         /// Every request gets this status and a short body.
@@ -547,7 +549,7 @@ extension FaultServer {
             var headers = validators
             headers.append(("Accept-Ranges", "bytes"))
             headers.append(("Content-Type", "application/octet-stream"))
-            if let contentRange { headers.append(("Content-Range", contentRange)) }
+            if let contentRange, !fault.omitContentRange { headers.append(("Content-Range", contentRange)) }
             if fault.chunked {
                 headers.append(("Transfer-Encoding", "chunked"))
             } else if let declared = fault.contentLength {

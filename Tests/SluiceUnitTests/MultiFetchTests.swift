@@ -297,6 +297,41 @@ final class MultiFetchTests: XCTestCase {
         XCTAssertLessThanOrEqual(requests.count, 4, "\(requests.map { $0.headers["range"] ?? "-" })")
     }
 
+    /// README: "Fewer connections, never a new error". A server whose 206 to a bounded range has
+    /// no Content-Range, or one starting elsewhere (the head asks without a Range, so only the
+    /// extra connections see it): each such connection closes, and the rest comes from one
+    /// whole request, exactly as `connections=1` fetches it.
+    func testMisplacedPartialContentOnExtraConnectionsFallsBackToOneWholeRequest() throws {
+        let faults: [(String, FaultServer.Fault)] = [
+            ("no Content-Range", .init(omitContentRange: true)),
+            ("shifted Content-Range", .init(wrongContentRangeShift: 1)),
+        ]
+        for (name, fault) in faults {
+            let (run, requests) = try fetch(fault)
+            XCTAssertNil(run.error, name)
+            XCTAssertTrue(run.bytes == Self.body, "\(name): \(run.bytes.count) bytes, not the body")
+            XCTAssertEqual(run.events.connections, [4, 3, 2, 1], name)
+            XCTAssertTrue(run.events.notices.first?.contains("HTTP 206 Partial Content") ?? false, "\(run.events.notices)")
+            XCTAssertTrue(
+                run.events.notices.last?.contains("asking for the whole resource") ?? false, "\(name): \(run.events.notices)")
+            XCTAssertNil(requests.last?.headers["range"], name)
+            let (single, _) = try fetch(fault, options: Self.options(connections: 1))
+            XCTAssertNil(single.error, name)
+            XCTAssertTrue(single.bytes == Self.body, name)
+        }
+    }
+
+    /// The same answer to the first connection's own request (a resume's open range) keeps the
+    /// single transfer's rule: refused as a protocol violation.
+    func testMisplacedPartialContentOnTheFirstConnectionIsStillRefused() throws {
+        let server = try FaultServer(body: Self.body, fault: .init(omitContentRange: true))
+        defer { server.stop() }
+        let run = try FetchRun.run(
+            server.url(), options: Self.options(connections: 4), resumeFrom: Self.checkpoint(server.url(), offset: 1000))
+        XCTAssertNotNil(run.error)
+        XCTAssertTrue(String(describing: run.error).contains("Content-Range"), "\(String(describing: run.error))")
+    }
+
     func testLastConnectionRetriesAsOneConnectionWould() throws {
         // Two connections: the extra one closes at its 503; the head's next request (the 3rd) is
         // answered 503 too, and being the last it retries after Retry-After, as one connection would.

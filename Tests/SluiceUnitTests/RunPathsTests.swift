@@ -118,6 +118,36 @@ final class RunPathsTests: XCTestCase {
         return nil
     }
 
+    /// `file o.sluice-part` (or `o.sluice`, `o.sluice.lock`, `o.sluice.tmp`) would replace the
+    /// files of a job writing `o`: refused always, naming the running job when its lock is held.
+    func testAnOutputNamedLikeAnotherJobsOwnFilesIsRefused() {
+        let rows: [(output: String, held: Bool, refused: String?, line: UInt)] = [
+            ("o.sluice-part", true, "the partial output of a sluice job writing 'o': a running sluice job (pid 42) holds o.sluice.lock", #line),
+            ("d/o.sluice", true, "the checkpoint of a sluice job writing 'd/o': a running sluice job (pid 42) holds d/o.sluice.lock", #line),
+            ("o.sluice.lock", false, "the lock file of a sluice job writing 'o';", #line),
+            ("o.sluice.tmp", false, "the checkpoint's temporary file of a sluice job writing 'o';", #line),
+            ("tree.sluice-part", false, "the partial output of a sluice job writing 'tree';", #line),
+            ("o.sluicex", true, nil, #line),
+            ("o.sluice.txt", true, nil, #line),
+        ]
+        for row in rows {
+            let paths = RunPaths(output: Self.target(row.output), checkpoint: nil, input: nil, stdout: nil)
+            var probe = Self.probe([:])
+            probe.lockHolder = { [held = row.held] _ in held ? LockHolder(pid: 42) : nil }
+            guard let refused = row.refused else {
+                XCTAssertNil(paths.problem(probe: probe), row.output, line: row.line)
+                continue
+            }
+            guard case .unsafePath(let path, let reason)? = paths.problem(probe: probe) else {
+                XCTFail("\(row.output): \(String(describing: paths.problem(probe: probe)))", line: row.line)
+                continue
+            }
+            XCTAssertEqual(path, row.output, line: row.line)
+            XCTAssertTrue(reason.contains(refused), reason, line: row.line)
+            XCTAssertEqual(paths.problem(probe: probe)?.exitCode, 2, line: row.line)
+        }
+    }
+
     func testNoTwoRolesMayBeOneFile() {
         let rows: [(output: String?, checkpoint: String?, input: String?, files: [String: FileFacts], refused: Bool, line: UInt)] = [
             ("out", "out.sluice", "in", [:], false, #line),  // the default: shares the lock only

@@ -45,10 +45,13 @@ struct RunPaths {
         /// Whether a regular file at the checkpoint's temporary name is one a save of ours
         /// left behind (so it may be replaced).
         var isLeftoverTemporary: @Sendable (String) -> Bool = { _ in true }
+        /// Which process holds the lock file at a name (nil: none, or no such file).
+        var lockHolder: @Sendable (String) -> LockHolder? = { _ in nil }
 
         static let live = Probe(
             lstat: { POSIX.lstatFacts($0) }, stat: { POSIX.statFacts($0) },
-            canonical: { RunPaths.canonicalName($0) }, isLeftoverTemporary: { CheckpointStore.isLeftoverTemporary($0) })
+            canonical: { RunPaths.canonicalName($0) }, isLeftoverTemporary: { CheckpointStore.isLeftoverTemporary($0) },
+            lockHolder: { LockHolder.of($0) })
     }
 
     let names: [Name]
@@ -75,7 +78,9 @@ struct RunPaths {
     /// The first reason to refuse the run, or nil.
     func problem(probe: Probe = .live) -> SluiceError? {
         for name in names {
-            if let refusal = Self.directoryNameProblem(name) ?? Self.lengthProblem(name) ?? Self.kindProblem(name, probe: probe) {
+            if let refusal = Self.directoryNameProblem(name) ?? Self.ownNameProblem(name, probe: probe) ?? Self.lengthProblem(name)
+                ?? Self.kindProblem(name, probe: probe)
+            {
                 return refusal
             }
         }
@@ -105,6 +110,34 @@ struct RunPaths {
     static func directoryNameProblem(_ name: Name) -> SluiceError? {
         guard name.role == .output || name.role == .checkpoint, name.path.hasSuffix("/") else { return nil }
         return .usage("\(name.role.title) '\(name.path)' ends in '/', so it names a directory; name a file")
+    }
+
+    /// The names sluice gives the files of a job writing `X`, by the suffix added to X.
+    static let ownSuffixes: [(suffix: String, what: String)] = [
+        (".sluice-part", "the partial output"), (".sluice.lock", "the lock file"),
+        (".sluice.tmp", "the checkpoint's temporary file"), (".sluice", "the checkpoint"),
+    ]
+
+    /// An output named like another job's own files (`file o.sluice-part`) would replace that
+    /// job's partial output, checkpoint or lock at its final rename, whether the job is running
+    /// or waits to be resumed (and a kill leaves no lock to show which). So such a name is
+    /// refused always; a running job's lock, when held, is named in the message.
+    static func ownNameProblem(_ name: Name, probe: Probe) -> SluiceError? {
+        guard name.role == .output,
+            let own = ownSuffixes.first(where: { name.path.hasSuffix($0.suffix) && name.path.count > $0.suffix.count })
+        else { return nil }
+        let owner = String(name.path.dropLast(own.suffix.count))
+        guard !owner.hasSuffix("/") else { return nil }
+        let lock = owner + ".sluice.lock"
+        let running =
+            probe.lockHolder(lock).map { holder in
+                ": a running sluice job\(holder.pid.map { " (pid \($0))" } ?? "") holds \(lock) now"
+            } ?? ""
+        return .unsafePath(
+            path: name.path,
+            reason:
+                "the name ends in '\(own.suffix)', so it is \(own.what) of a sluice job writing '\(owner)'\(running);"
+                + " sluice never writes an output over its own files: choose another name")
     }
 
     /// A name sluice makes by adding a suffix can be too long for the file system even when

@@ -116,14 +116,14 @@ public final class HTTPSource: ByteSource {
 
     /// Attempts until the whole resource is delivered (or up to `until`, asked for as a bounded
     /// range); between attempts `RetryPolicy` decides. `screen` sees every final response head
-    /// before the ResumeJudge and may override its verdict (MultiFetch's extra connections);
+    /// (and the offset its request asked for) before the ResumeJudge and may override its verdict (MultiFetch's extra connections);
     /// `connection` is a handle to reuse (one per MultiFetch connection), or nil for a new one.
     /// `whole`: ask for the whole resource without a Range and skip to the offset (for a
     /// server that refuses ranges; the ResumeJudge accepts that 200 only from the same version).
     func transfer(
         from first: UInt64, until: UInt64? = nil, deadline: Double?, into sink: ByteSink,
         control: RunControl, over connection: CurlTransfer? = nil, whole: Bool = false,
-        screen: ((HTTPResponseHead) -> ResponseVerdict?)? = nil
+        screen: ((HTTPResponseHead, UInt64) -> ResponseVerdict?)? = nil
     ) throws {
         guard let transfer = connection ?? CurlTransfer(options: options) else {
             throw SluiceError.transfer(url: shownURL, cause: .curlUnavailable)
@@ -167,7 +167,7 @@ public final class HTTPSource: ByteSource {
     private func attempt(
         _ transfer: CurlTransfer, from location: inout FetchURL, offset: inout UInt64,
         until: UInt64?, deadline: Double?, into sink: ByteSink, control: RunControl, whole: Bool,
-        screen: ((HTTPResponseHead) -> ResponseVerdict?)?
+        screen: ((HTTPResponseHead, UInt64) -> ResponseVerdict?)?
     ) throws {
         var current = location
         var hops = 0
@@ -185,7 +185,7 @@ public final class HTTPSource: ByteSource {
                 offset: requested, into: sink, control: control,
                 limits: limits
             ) { [self] head in
-                let verdict = screen?(head) ?? judge.judge(head)
+                let verdict = screen?(head, requested) ?? judge.judge(head)
                 // Recorded before the first byte moves, so every cut carries them.
                 if case .deliver(_, let seen, _) = verdict, requested == 0 || known == nil {
                     firstSeen.withLock { $0 = seen }

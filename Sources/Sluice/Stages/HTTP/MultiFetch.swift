@@ -20,7 +20,8 @@ import Synchronization
 /// single transfer's policy at the segment's own offset; each response is judged against the
 /// first one's validators, so a change is "the remote changed" exactly as for one connection.
 /// An extra connection answered 200, 416, 429 or 503 closes (down to one) with a notice.
-/// The last one answered 200 or 416 shows the server does not serve ranges: it closes too, and
+/// A 206 to a range that names no range or another one counts as a 200 (connections=1 never
+/// asks for such a range). The last one answered 200 or 416 shows the server does not serve ranges: it closes too, and
 /// this thread fetches the rest as one connection would from a server that ignores ranges
 /// (the whole resource, skipping what was delivered), so the ranges never add an error.
 /// The source offset the pipeline sees is always the in-order point, so checkpoints are exact.
@@ -114,8 +115,8 @@ final class MultiFetch: @unchecked Sendable {
             do {
                 // Planned from where the head stands: a first answer that was refused, or a
                 // 200 that skipped to `start` and then dropped, leaves it past `start`.
-                try source.transfer(from: start, deadline: deadline, into: head, control: connectionControl) { [self] in
-                    plan(from: $0, start: head.offset)
+                try source.transfer(from: start, deadline: deadline, into: head, control: connectionControl) { [self] answer, _ in
+                    plan(from: answer, start: head.offset)
                 }
             } catch {
                 result.withLock { $0 = error }
@@ -285,7 +286,7 @@ final class MultiFetch: @unchecked Sendable {
                 try source.transfer(
                     from: segment.start, until: segment.end, deadline: deadline, into: sink,
                     control: connectionControl, over: connection
-                ) { [self] head in screen(head, known: known, retired: retired) }
+                ) { [self] head, asked in screen(head, asked: asked, known: known, retired: retired) }
             } catch MultiFetchCut.segment {
             } catch {
                 if retired.reason != nil {
@@ -301,18 +302,23 @@ final class MultiFetch: @unchecked Sendable {
 
     /// An extra connection answered in a way that says "fewer connections, please": it
     /// closes (unless it is the last), and its segment goes back to the others. A changed
-    /// resource is left to the ResumeJudge.
-    private func screen(_ head: HTTPResponseHead, known: FetchValidators, retired: RetiredBy) -> ResponseVerdict? {
-        guard let status = head.status, [200, 416, 429, 503].contains(status) else { return nil }
+    /// resource is left to the ResumeJudge. A 206 that does not say it holds the bytes asked
+    /// for (no Content-Range, or one starting elsewhere) counts as a 200: the server mishandles
+    /// bounded ranges, which one connection never asks for.
+    private func screen(_ head: HTTPResponseHead, asked: UInt64, known: FetchValidators, retired: RetiredBy) -> ResponseVerdict? {
+        guard let status = head.status else { return nil }
+        let misplaced = status == 206 && head.framingProblem == nil && !Self.holds(head, from: asked)
+        guard misplaced || [200, 416, 429, 503].contains(status) else { return nil }
+        let refusesRanges = misplaced || status == 200 || status == 416
         if retired.reason == nil {
-            if status == 200 || status == 416 {
+            if refusesRanges {
                 var seen = head.validators
                 seen.totalLength = status == 200 ? head.contentLength : head.contentRange?.total
                 if known.contradiction(by: seen) != nil { return nil }
             }
-            let reason = "HTTP \(head.statusText)"
+            let reason = misplaced ? "HTTP \(head.statusText) \(Self.misplacement(head))" : "HTTP \(head.statusText)"
             let closed = shared.withLock { state in
-                guard state.retire() else { return status == 200 || status == 416 ? refuseRanges(&state, reason) : false }
+                guard state.retire() else { return refusesRanges ? refuseRanges(&state, reason) : false }
                 // Under the lock, so the counts reach the user in the order they fell.
                 let left = state.alive
                 control.progress.emit(
@@ -328,7 +334,19 @@ final class MultiFetch: @unchecked Sendable {
         return .failed(.permanent(.curl(code: Int(CURLE_ABORTED_BY_CALLBACK.rawValue), message: "closing this connection")))
     }
 
-    /// The last connection was answered 200 or 416 to a range whose validators match: the
+    /// Whether a 206's Content-Range says its body starts at `offset`.
+    private static func holds(_ head: HTTPResponseHead, from offset: UInt64) -> Bool {
+        guard let range = head.contentRange, case .bytes(let first, _) = range.kind else { return false }
+        return first == offset
+    }
+
+    /// What is wrong with a 206 that `holds` rejects, for the notice.
+    private static func misplacement(_ head: HTTPResponseHead) -> String {
+        guard let field = head["content-range"] else { return "without a Content-Range" }
+        return "with Content-Range '\(DisplayText.quoted(field))' for another range"
+    }
+
+    /// The last connection was answered 200, 416 or a misplaced 206 to a range whose validators match: the
     /// server does not serve ranges (under `shared`'s lock). It closes; `run`'s thread then
     /// asks for the whole resource once, as one connection does when a server ignores ranges.
     private func refuseRanges(_ state: inout Shared, _ reason: String) -> Bool {
