@@ -100,6 +100,20 @@ final class XzAheadWriteTests: XCTestCase {
         XCTAssertNil(try Relay(next: MemorySink(), control: RunControl(progress: ProgressReporter(handler: nil)), name: "test").aheadWriter())
     }
 
+    /// An advance is a queue item like bytes and barriers: the sink behind sees them in the
+    /// order the producer sent them, batched bytes before the advance that follows them.
+    func testRelayPassesAdvancesInOrderWithBytesAndBarriers() throws {
+        let sink = OrderSink()
+        let relay = try Relay(next: sink, control: RunControl(progress: ProgressReporter(handler: nil)), name: "test", bufferCount: 2, bufferSize: 4096)
+        try relay.write(Array("ab".utf8))
+        try relay.advance(5, crc64: 1)
+        try relay.barrier(Cut(source: SourceState(kind: "read", location: "x", offset: 0), spill: nil, onSeal: { _ in }))
+        try relay.advance(7, crc64: 2)
+        try relay.write(Array("c".utf8))
+        try relay.finish()
+        XCTAssertEqual(sink.events, ["write 2", "advance 5 crc 1", "barrier", "advance 7 crc 2", "write 1", "finish"])
+    }
+
     /// Multi-block files with odd block sizes, filters in some streams (those blocks take the
     /// held path), concatenated streams with padding: unxz → relay → file is xz's output, and
     /// blocks went out ahead.
@@ -296,4 +310,14 @@ private final class FullDiskSink: AheadWritingSink, @unchecked Sendable {
 
     func barrier(_ cut: Cut) throws {}
     func finish() throws {}
+}
+
+/// Records what reaches it, in order.
+private final class OrderSink: AheadWritingSink, @unchecked Sendable {
+    private(set) var events: [String] = []
+    func aheadWriter() -> AheadWriter? { nil }
+    func advance(_ count: UInt64, crc64: UInt64) throws { events.append("advance \(count) crc \(crc64)") }
+    func write(_ bytes: UnsafeRawBufferPointer) throws { events.append("write \(bytes.count)") }
+    func barrier(_ cut: Cut) throws { events.append("barrier") }
+    func finish() throws { events.append("finish") }
 }

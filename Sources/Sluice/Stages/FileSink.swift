@@ -112,6 +112,8 @@ public final class FileSink: TerminalSink, AheadWritingSink {
         if bytesWritten - writebackStarted >= Self.writebackStep { startWriteback() }
     }
 
+    /// Nil when no descriptor is left to duplicate: the stage in front then hands its bytes
+    /// on in order, as without a writer.
     func aheadWriter() -> AheadWriter? {
         try? FileAheadWriter(duplicating: fd, path: partialPath, base: bytesWritten)
     }
