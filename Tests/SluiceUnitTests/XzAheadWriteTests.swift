@@ -147,6 +147,31 @@ final class XzAheadWriteTests: XCTestCase {
         }
     }
 
+    /// A block written ahead at another place than its turn (a wrong offset would leave the
+    /// right length with the wrong bytes, and the file's checksum counts the worker's bytes)
+    /// is refused when its turn comes, before it is counted.
+    func testABlockWrittenAheadAtTheWrongPlaceIsRefusedAtItsTurn() throws {
+        let dir = try makeTemporaryDirectory(self)
+        let plain = makeTestData(count: 1_000_000, seed: 98)
+        let xz = try XzTool.compress(plain, options: "-T2 -0 --block-size=150000", dir: dir)
+        let out = dir + "/out"
+        let relay = try Relay(next: try FileSink(path: out), control: RunControl(progress: ProgressReporter(handler: nil)), name: "test")
+        let decoder = try XzDecoder(next: relay, decoders: 2)
+        decoder.misplaceAheadForTests = 1
+        var failure: Error?
+        do {
+            try write(xz, to: decoder, chunk: 65_536)
+            try decoder.finish()
+        } catch {
+            failure = error
+        }
+        guard case SluiceError.unexpected(let reason)? = failure as? SluiceError else {
+            return XCTFail("expected the misplaced block to be refused, got \(String(describing: failure))")
+        }
+        XCTAssertTrue(reason.contains("written ahead at another place"), reason)
+        XCTAssertEqual(decoder.blocksWrittenAhead, 0, "nothing written ahead was counted")
+    }
+
     /// Cuts while workers write ahead, and the "kill" after more input went in: the partial
     /// file often holds bytes past the cut's prefix; the resume cuts them off and its output
     /// is the original.

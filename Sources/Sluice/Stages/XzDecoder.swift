@@ -139,6 +139,9 @@ public final class XzDecoder: ForwardingSink {
     private(set) var blocksHandedOver = 0
     /// Blocks decoded ahead whose output a worker wrote straight into the file behind (for tests).
     private(set) var blocksWrittenAhead = 0
+    /// Moves the place a worker writes at by this many bytes (tests: a wrong place is refused
+    /// at the block's turn, never counted).
+    var misplaceAheadForTests: UInt64 = 0
 
     /// Damage found on this thread lies after every queued block: a queued block's own
     /// failure is the one to report. Either way the workers stop.
@@ -352,7 +355,7 @@ public final class XzDecoder: ForwardingSink {
             var end = outputOffset &- ahead.origin
             if let head { end &+= (head.job.header.uncompressedSize ?? 0) &- head.uncompressedSize }
             for queued in pool.jobs { end &+= queued.header.uncompressedSize ?? 0 }
-            job.aheadTarget = (ahead.writer, end)
+            job.aheadTarget = (ahead.writer, end &+ misplaceAheadForTests)
         }
         try pool.submit(job)
     }
@@ -446,6 +449,12 @@ public final class XzDecoder: ForwardingSink {
         if let written = job.writtenAhead {
             guard written.count == job.header.uncompressedSize, let taker = next as? AheadWritingSink else {
                 throw SluiceError.unexpected("block \(job.blockNumber) was written ahead with \(written.count) bytes")
+            }
+            // The place the worker wrote at must be where the stream stands now: the file's
+            // checksum counts the worker's bytes, not the file's, so a wrong place would
+            // otherwise go unnoticed.
+            guard let ahead, job.aheadTarget?.offset == outputOffset &- ahead.origin else {
+                throw SluiceError.unexpected("block \(job.blockNumber) was written ahead at another place than its turn")
             }
             outputOffset &+= written.count
             streamOutput &+= written.count
