@@ -10,6 +10,9 @@ import Sluice
 // exit codes. Everything else is the Sluice library.
 
 signal(SIGPIPE, SIG_IGN)
+// Over a file-size limit (`ulimit -f`) a write fails with EFBIG, exit 6 naming the file,
+// instead of the process dying of SIGXFSZ with no word said and no checkpoint kept.
+signal(SIGXFSZ, SIG_IGN)
 
 /// Standard descriptors the caller closed (`<&-`, `>&-`, `2>&-`). Each is given /dev/null, so
 /// no file opened later takes its number: the lock file was read as `stdin` (exit 0 with an

@@ -528,6 +528,26 @@ final class CLIExitCodeTests: XCTestCase {
         }
     }
 
+    /// Over the file-size limit (`ulimit -f`, here `prlimit --fsize`) the write fails and the
+    /// run exits 6 naming the partial file; it died of SIGXFSZ (status 153) before.
+    func testFileSizeLimitIsAnIOErrorNotADeathBySignal() throws {
+        let fixture = try Self.medium()
+        let dir = try makeTemporaryDirectory(self)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/prlimit")
+        process.arguments = ["--fsize=1048576", SluiceBinary.path, "-q", "read \(fixture.gz) | gunzip | file out"]
+        process.currentDirectoryURL = URL(fileURLWithPath: dir)
+        let errors = Pipe()
+        process.standardError = errors
+        try process.run()
+        let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationReason, .exit, "killed by signal \(process.terminationStatus): \(stderr)")
+        XCTAssertEqual(process.terminationStatus, 6, stderr)
+        XCTAssertTrue(stderr.contains("out.sluice-part") && stderr.contains("File too large"), stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: dir + "/out"), "PATH exists after a failed run")
+    }
+
     /// Fills a tmpfs while a run writes into it (after its first checkpoint, so one good
     /// checkpoint surely exists), expects exit 6 with that checkpoint intact, then frees
     /// the space (and grows the file system) and expects the same command to resume.
