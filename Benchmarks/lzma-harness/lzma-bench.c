@@ -8,6 +8,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef LZMA_AB
+#include <time.h>
+int cxz_lzma_decode_base(cxz_lzma *m, cxz_window *w, const uint8_t *in, size_t in_size, size_t out_size);
+typedef int (*decode_fn)(cxz_lzma *, cxz_window *, const uint8_t *, size_t, size_t);
+static decode_fn decoder = cxz_lzma_decode;
+#define cxz_lzma_decode(...) decoder(__VA_ARGS__)
+#endif
 static int lzma2(const uint8_t *in, size_t n, cxz_lzma *m, cxz_window *w, size_t size, size_t *used) {
     size_t p = 0;
     for (;;) {
@@ -49,6 +56,38 @@ int main(int argc, char **argv) {
     cxz_lzma *m = malloc(sizeof *m);
     uint8_t *buf = NULL; size_t cap = 0;
     int rc = 0;
+#ifdef LZMA_AB
+    // A/B in one process: rounds alternate base and worktree decoders (the order swapped every
+    // round), each timed in this thread's CPU time; prints the median of the per-pair ratios.
+    double ratios[1000]; int pairs = 0;
+    double min[2] = {1e9, 1e9};
+    for (int r = 0; r < reps && r < 1000; r++) {
+        double t[2];
+        for (int k = 0; k < 2; k++) {
+            const int which = (r & 1) ^ k;
+            decoder = which ? cxz_lzma_decode : cxz_lzma_decode_base;
+            cxz_window w = {0};
+            w.dict_size = 1u << 30;
+            if (!buf) { if (cxz_window_map(&w, size)) return 3; buf = w.buf; cap = w.cap; }
+            else cxz_window_adopt(&w, buf, cap);
+            size_t used = 0;
+            struct timespec a, b;
+            clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+            rc = lzma2(lz, (size_t)(d + n - lz), m, &w, size, &used);
+            clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+            if (rc) { fprintf(stderr, "decode error %d\n", rc); return 1; }
+            t[which] = (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) * 1e-9;
+        }
+        ratios[pairs++] = t[1] / t[0];
+        for (int k = 0; k < 2; k++) if (r > 0 && t[k] < min[k]) min[k] = t[k];
+        printf("base %.3f s  new %.3f s  new/base %.4f\n", t[0], t[1], t[1] / t[0]);
+    }
+    for (int i = 1; i < pairs; i++)
+        for (int j = i; j > 0 && ratios[j] < ratios[j - 1]; j--) { double x = ratios[j]; ratios[j] = ratios[j - 1]; ratios[j - 1] = x; }
+    printf("median new/base %.4f over %d pairs (quartiles %.4f %.4f)\n", ratios[pairs / 2], pairs, ratios[pairs / 4], ratios[3 * pairs / 4]);
+    printf("fastest run (after the first pair): base %.4f s, new %.4f s, new/base %.4f\n", min[0], min[1], min[1] / min[0]);
+    return 0;
+#endif
     for (int r = 0; r < reps; r++) {
         cxz_window w = {0};
         w.dict_size = 1u << 30;
