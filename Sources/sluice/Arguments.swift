@@ -133,6 +133,16 @@ struct Arguments {
         return text
     }
 
+    /// Whether reading PATH (`/dev/stdin`, `/proc/self/fd/0`, a FIFO's name) consumed standard
+    /// input: the same pipe, FIFO, socket or terminal, by device and inode. A regular file opened
+    /// by name has an offset of its own, so standard input still reads it whole.
+    static func isStandardInput(_ path: String) -> Bool {
+        var named = stat()
+        var input = stat()
+        guard stat(path, &named) == 0, fstat(0, &input) == 0, (input.st_mode & S_IFMT) != S_IFREG else { return false }
+        return named.st_dev == input.st_dev && named.st_ino == input.st_ino
+    }
+
     /// The one-letter options, split by whether they take a value.
     private static let shortFlags = Set(CommandOption.all.filter { $0.value == nil }.flatMap(\.names).compactMap(letter))
     private static let shortWithValue = Set(CommandOption.all.filter { $0.value != nil }.flatMap(\.names).compactMap(letter))

@@ -87,6 +87,13 @@ case .run(let text, let specFile):
     if closedStandardDescriptors.contains(0), spec.stages.first?.name == "stdin" {
         fail(.usage("standard input is closed, and the pipeline reads it with 'stdin'"))
     }
+    if let specFile, spec.stages.first?.name == "stdin", Arguments.isStandardInput(specFile) {
+        // Reading the spec consumed standard input: the stage would get nothing, a silent empty stream.
+        fail(
+            .usage(
+                "the spec was read from standard input (-f \(DisplayText.escaped(specFile))), so 'stdin' would read nothing; give the spec as an argument or in a file"
+            ))
+    }
     if closedStandardDescriptors.contains(1), spec.stages.last?.name == "stdout" {
         fail(.usage("standard output is closed, and the pipeline writes it with 'stdout'"))
     }

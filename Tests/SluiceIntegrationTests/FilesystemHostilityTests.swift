@@ -242,6 +242,28 @@ final class FilesystemHostilityTests: XCTestCase {
 
     // MARK: 8 — an output that exists and is not a regular file
 
+    /// README: sluice "never deletes a file that is not its own". A checkpoint reaches
+    /// `C.tmp` only whole (written nameless, linked there once fsync'd), so an empty file or
+    /// a few bytes there are someone's: refused and left, like any other foreign file.
+    func testAnEmptyOrCutShortFileAtTheCheckpointTemporaryIsLeftAlone() throws {
+        let (dir, _) = try workspace()
+        for (name, arguments) in [
+            ("out.sluice.tmp", ["read in.bin | file out"]), ("c.tmp", ["--checkpoint", "c", "read in.bin | file out"]),
+        ] {
+            for content in [Data(), Data("{\"mac\":\"hm".utf8)] {
+                try content.write(to: URL(fileURLWithPath: dir + "/" + name))
+                try assertRefused(arguments, in: dir, mentions: ["refusing", name, "sluice leaves it"], never: ["--restart"])
+                XCTAssertEqual(contents(dir + "/" + name), content, "\(name) was changed")
+                unlink(dir + "/" + name)
+            }
+        }
+        // With the name free, a run's checkpoints pass through it and leave nothing there.
+        let run = try runSluiceBounded(["--checkpoint-interval", "64KiB", "read in.bin | file out"], in: dir)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertFalse(exists(dir + "/out.sluice.tmp"))
+        XCTAssertFalse(exists(dir + "/out.sluice"))
+    }
+
     func testOutputThatIsNotARegularFileIsRefused() throws {
         let (dir, _) = try workspace()
         try HostileFile.fifo(at: dir + "/fifo")

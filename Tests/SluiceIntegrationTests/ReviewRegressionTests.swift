@@ -45,6 +45,16 @@ final class ReviewRegressionTests: XCTestCase {
         XCTAssertEqual(FileManager.default.contents(atPath: dir + "/out"), Data("hello\n".utf8))
     }
 
+    func testSpecFromStandardInputWithAStdinSourceIsAUsageError() throws {
+        // `printf 'stdin | file out' | sluice -f /dev/stdin` read the spec from standard input,
+        // then ran 'stdin' on what was left (nothing): exit 0 and an empty `out`.
+        let dir = try makeTemporaryDirectory(self)
+        let outcome = try runSluiceBounded(["-f", "/dev/stdin"], in: dir, stdin: Data("stdin | file out\n".utf8))
+        XCTAssertEqual(outcome.status, 2, outcome.stderr)
+        XCTAssertTrue(outcome.stderr.contains("'stdin' would read nothing"), outcome.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: dir + "/out"))
+    }
+
     // MARK: messages state facts
 
     /// A stream refused at its header (over memlimit) wrote nothing to stdout: the message

@@ -39,6 +39,24 @@ final class CheckpointAuthTests: XCTestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: dir + "/elsewhere"))
     }
 
+    /// A HOME where the key directory cannot be made (here a file stands in its path): the
+    /// message names the key, the directory that failed, and SLUICE_STATE_DIR, which puts the
+    /// key elsewhere.
+    func testAKeyDirectoryThatCannotBeMadeNamesTheKeyAndTheWayOut() throws {
+        let dir = try makeTemporaryDirectory(self)
+        XCTAssertTrue(FileManager.default.createFile(atPath: dir + "/home", contents: Data("x".utf8)))
+        let keys = CheckpointKey.directory(environment: ["HOME": dir + "/home"])
+        XCTAssertThrowsError(try CheckpointKey.loadOrCreate(in: keys)) { error in
+            guard let error = error as? SluiceError, case .io(let path, _, ENOTDIR) = error else { return XCTFail("\(error)") }
+            XCTAssertEqual(path, dir + "/home/.local")
+            XCTAssertEqual(error.exitCode, 6)
+            let message = error.description
+            for part in ["checkpoint key \(dir)/home/.local/state/sluice/key", "SLUICE_STATE_DIR", "make the directory \(dir)/home/.local:"] {
+                XCTAssertTrue(message.contains(part), "\(message) — expected “\(part)”")
+            }
+        }
+    }
+
     func testKeyDirectoryFollowsTheEnvironment() {
         XCTAssertEqual(CheckpointKey.directory(environment: ["SLUICE_STATE_DIR": "/s", "XDG_STATE_HOME": "/x", "HOME": "/h"]), "/s")
         XCTAssertEqual(CheckpointKey.directory(environment: ["XDG_STATE_HOME": "/x", "HOME": "/h"]), "/x/sluice")

@@ -35,6 +35,32 @@ final class CheckpointReplacedTests: XCTestCase {
         XCTAssertEqual(FileManager.default.contents(atPath: path), precious, "the end of the run removes only a checkpoint")
     }
 
+    /// A file at `C.tmp` that does not begin as a whole checkpoint (empty, a few bytes) was
+    /// never sluice's — saves link theirs there only complete — so neither a save nor the end
+    /// of the run removes it; a save put beside it during the run stops and says so. A whole
+    /// checkpoint there (a save interrupted before its rename) is removed as before.
+    func testOnlyAWholeCheckpointAtTheTemporaryNameIsRemoved() throws {
+        let (store, _) = try store()
+        for content in [Data(), Data("{\"mac\":\"hmac".utf8), Data("notes\n".utf8)] {
+            try content.write(to: URL(fileURLWithPath: store.temporaryPath))
+            XCTAssertFalse(CheckpointStore.isLeftoverTemporary(store.temporaryPath))
+            XCTAssertThrowsError(try store.save(sample())) { error in
+                guard case .unsafePath(let at, let reason)? = error as? SluiceError else { return XCTFail("\(error)") }
+                XCTAssertEqual(at, store.temporaryPath)
+                XCTAssertTrue(reason.contains("sluice leaves it"), reason)
+            }
+            store.remove()
+            XCTAssertEqual(FileManager.default.contents(atPath: store.temporaryPath), content)
+            XCTAssertEqual(unlink(store.temporaryPath), 0)
+        }
+        try store.save(sample())
+        XCTAssertFalse(FileManager.default.fileExists(atPath: store.temporaryPath), "a save leaves nothing there")
+        XCTAssertEqual(link(store.path, store.temporaryPath), 0)
+        XCTAssertTrue(CheckpointStore.isLeftoverTemporary(store.temporaryPath))
+        try store.save(sample())
+        XCTAssertFalse(FileManager.default.fileExists(atPath: store.temporaryPath))
+    }
+
     func testTheStoresOwnCheckpointIsReplacedAndRemoved() throws {
         let (store, path) = try store()
         try store.save(sample())

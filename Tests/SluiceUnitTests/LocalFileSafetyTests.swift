@@ -143,7 +143,9 @@ final class LocalFileSafetyTests: XCTestCase {
 
     /// Someone's file at the temporary name (`--checkpoint notes` beside `notes.tmp`) is
     /// neither removed by a save or by `remove()`, nor written: the save fails instead.
-    /// What a save cut short leaves (empty, or the start of a checkpoint) is replaced.
+    /// Only what a save interrupted before its rename leaves (a file that begins as a whole
+    /// checkpoint: saves link theirs there complete) is replaced; an empty file or a few
+    /// bytes are someone's, refused and kept (CheckpointReplacedTests).
     func testSaveAndRemoveKeepSomeonesFileAtTheTemporaryName() throws {
         let dir = try makeTemporaryDirectory(self)
         let store = CheckpointStore(path: dir + "/notes", keyDirectory: dir + "/state")
@@ -158,7 +160,13 @@ final class LocalFileSafetyTests: XCTestCase {
             RunPaths(output: nil, checkpoint: store.path, input: nil, stdout: nil).problem(),
             "a run would start and then fail at its first checkpoint")
 
-        for leftover in ["", "{\"mac\":\"hmac-sha", "{\"mac\":\"hmac-sha256:00ff\",\"format\""] {
+        for notOurs in ["", "{\"mac\":\"hmac-sha"] {
+            try Data(notOurs.utf8).write(to: URL(fileURLWithPath: store.temporaryPath))
+            XCTAssertNotNil(RunPaths(output: nil, checkpoint: store.path, input: nil, stdout: nil).problem(), notOurs)
+            XCTAssertThrowsError(try store.save(checkpoint))
+            XCTAssertEqual(FileManager.default.contents(atPath: store.temporaryPath), Data(notOurs.utf8))
+        }
+        for leftover in ["{\"mac\":\"hmac-sha256:00ff\",\"format\""] {
             try Data(leftover.utf8).write(to: URL(fileURLWithPath: store.temporaryPath))
             XCTAssertNil(RunPaths(output: nil, checkpoint: store.path, input: nil, stdout: nil).problem(), leftover)
             try store.save(checkpoint)

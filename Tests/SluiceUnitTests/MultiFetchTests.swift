@@ -269,6 +269,34 @@ final class MultiFetchTests: XCTestCase {
         XCTAssertEqual(run.events.notices.count, 3)
     }
 
+    /// README: "Fewer connections, never a new error". A server that refuses every range (416)
+    /// but serves the whole resource, as one connection fetches it: the last connection's
+    /// refusal ends the ranges, and the rest comes from one request for the whole resource,
+    /// its first bytes (already delivered) skipped.
+    func testServerRefusingEveryRangeFallsBackToOneWholeRequest() throws {
+        let (run, requests) = try fetch(.init(always416: true))
+        XCTAssertNil(run.error)
+        XCTAssertTrue(run.bytes == Self.body, "\(run.bytes.count) bytes, not the body")
+        XCTAssertEqual(run.events.connections, [4, 3, 2, 1])
+        XCTAssertTrue(
+            run.events.notices.last?.contains("asking for the whole resource") ?? false, "\(run.events.notices)")
+        // The last request is the whole resource again, without a Range.
+        XCTAssertNil(requests.last?.headers["range"], "\(requests.map { $0.headers["range"] ?? "-" })")
+        // One connection needs nothing more than its single request.
+        let (single, _) = try fetch(.init(always416: true), options: Self.options(connections: 1))
+        XCTAssertNil(single.error)
+        XCTAssertTrue(single.bytes == Self.body)
+    }
+
+    /// A server that ignores ranges (200 to each) with two connections: the last connection's
+    /// 200 ends the ranges the same way, rather than downloading from byte 0 once per segment.
+    func testServerIgnoringRangesFallsBackToOneWholeRequest() throws {
+        let (run, requests) = try fetch(.init(ignoreRange: true), options: Self.options(connections: 2))
+        XCTAssertNil(run.error)
+        XCTAssertTrue(run.bytes == Self.body, "\(run.bytes.count) bytes, not the body")
+        XCTAssertLessThanOrEqual(requests.count, 4, "\(requests.map { $0.headers["range"] ?? "-" })")
+    }
+
     func testLastConnectionRetriesAsOneConnectionWould() throws {
         // Two connections: the extra one closes at its 503; the head's next request (the 3rd) is
         // answered 503 too, and being the last it retries after Retry-After, as one connection would.

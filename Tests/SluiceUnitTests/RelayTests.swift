@@ -331,6 +331,7 @@ final class RelayTests: XCTestCase {
         case .data(let buffer, let count): return "data \(buffer):\(count)"
         case .handedOver(let bytes, _, _): return "handed over \(bytes.count)"
         case .barrier: return "barrier"
+        case .advance(let count, _): return "advance \(count)"
         case .finish: return "finish"
         case .stop: return "stop"
         }

@@ -139,12 +139,14 @@ final class TarReaderTests: XCTestCase {
             ("pax sparse", Self.pax([("GNU.sparse.major", "1")]) + good + Self.end, "sparse"),
             ("negative size", Self.header("n", sizeField: [0xFF] + [UInt8](repeating: 0xFF, count: 11)), "negative size"),
             ("pax then end", Self.pax([("path", "x")]) + Self.end, "not followed by a member"),
-            ("bad pax size", Self.pax([("size", "12x")]) + good + Self.end, "bad pax size"),
+            ("bad pax size", Self.pax([("size", "12x")]) + good + Self.end, "bad pax size '12x'"),
+            ("bad pax mtime", Self.pax([("mtime", "1e400")]) + good + Self.end, "bad pax mtime '1e400'"),
         ]
         for (name, archive, message) in cases {
             XCTAssertThrowsError(try events(archive), name) { error in
                 guard case TarError.corrupt(_, let reason) = error else { return XCTFail("\(name): \(error)") }
                 XCTAssertTrue(reason.contains(message), "\(name): \(reason)")
+                XCTAssertFalse(reason.contains("''"), "\(name) quotes a value twice: \(reason)")
             }
         }
     }

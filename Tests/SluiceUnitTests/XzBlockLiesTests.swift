@@ -22,7 +22,7 @@ final class XzBlockLiesTests: XCTestCase {
     }
 
     /// `xz` with block `k`'s header rewritten to declare its sizes plus the given amounts.
-    private static func lying(_ xz: [UInt8], block offset: Int, compressed: Int, uncompressed: Int) throws -> [UInt8] {
+    static func lying(_ xz: [UInt8], block offset: Int, compressed: Int, uncompressed: Int) throws -> [UInt8] {
         var bytes = xz
         let size = (Int(bytes[offset]) + 1) * 4
         let flags = bytes[offset + 1]
@@ -65,7 +65,7 @@ final class XzBlockLiesTests: XCTestCase {
         return bytes
     }
 
-    private static func blockStarts(_ xz: [UInt8], dir: String) throws -> [Int] {
+    static func blockStarts(_ xz: [UInt8], dir: String) throws -> [Int] {
         let path = dir + "/list.xz"
         try Data(xz).write(to: URL(fileURLWithPath: path))
         let listing = try shell("xz --robot -lvv '\(path)'", capture: true)

@@ -281,3 +281,34 @@ private final class LendingSink: BufferLendingSink {
     func barrier(_ cut: Cut) throws {}
     func finish() throws {}
 }
+
+/// Messages count with `Counted`: "1 byte", never "1 bytes".
+final class CountedTextTests: XCTestCase {
+    func testOneIsSingularEverythingElsePlural() {
+        XCTAssertEqual(Counted.bytes(0), "0 bytes")
+        XCTAssertEqual(Counted.bytes(1), "1 byte")
+        XCTAssertEqual(Counted.bytes(UInt64(2)), "2 bytes")
+        XCTAssertEqual(Counted.text(1, "connection"), "1 connection")
+        XCTAssertEqual(Counted.text(3, "retry", plural: "retries"), "3 retries")
+        XCTAssertEqual(ByteSize.text(1), "1 byte")
+        XCTAssertEqual(ByteSize.text(1 << 20), "1 MiB")
+    }
+
+    /// unzstd's end-of-stream messages, with one stray byte.
+    func testUnzstdSaysOneByte() throws {
+        let dir = try makeTemporaryDirectory(self)
+        let zst = try zstdCompress(makeTestData(count: 1000, seed: 5), "-3", in: dir)
+        for (input, expected) in [
+            (zst + [0], "1 byte of trailing garbage after frame 1"),
+            (zst + [0, 0], "2 bytes of trailing garbage after frame 1"),
+            ([0x28], "only 1 byte, too short for a zstd frame"),
+        ] {
+            XCTAssertThrowsError(try ZstdDecoderTests.decode(input)) { error in
+                guard case SluiceError.corruptData("zstd", _, let reason)? = error as? SluiceError else {
+                    return XCTFail("unexpected \(error)")
+                }
+                XCTAssertTrue(reason.contains(expected), "\(reason) — expected “\(expected)”")
+            }
+        }
+    }
+}

@@ -142,7 +142,7 @@ public struct Checkpoint: Codable, Sendable, Equatable {
         for state in stages {
             let taken = state.position.input, output = state.position.output
             if taken != passedOn {
-                return "\(state.stageName) took in \(taken) bytes but \(previous) passed on \(passedOn)"
+                return "\(state.stageName) took in \(Counted.bytes(taken)) but \(previous) passed on \(passedOn)"
             }
             passedOn = output
             previous = state.stageName

@@ -80,7 +80,7 @@ public struct CheckpointBlob: Codable, Sendable, Equatable {
                 DecodingError.Context(
                     codingPath: decoder.codingPath,
                     debugDescription:
-                        "it refers to \(reference.length) bytes at offset \(reference.offset) of the appendix, which holds \(appendix.count)"
+                        "it refers to \(Counted.bytes(reference.length)) at offset \(reference.offset) of the appendix, which holds \(appendix.count)"
                 ))
         }
         bytes = .memory(found)

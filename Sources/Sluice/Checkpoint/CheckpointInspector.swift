@@ -9,6 +9,9 @@ import Glibc
 public struct CheckpointInspector {
     public let path: String
     public let checkpoint: Checkpoint
+    /// The run that holds the checkpoint's lock (`C.lock`): the job is running now. Read
+    /// from /proc/locks, never by taking the lock (`LockHolder`).
+    public let running: LockHolder?
 
     public init(path: String) throws {
         self.path = path
@@ -22,6 +25,15 @@ public struct CheckpointInspector {
             throw SluiceError.usage("no checkpoint at \(path)")
         }
         self.checkpoint = checkpoint
+        running = LockHolder.of(path + ".lock")
+    }
+
+    /// The `running` line: who holds the lock and what that means for the rest.
+    private var runningText: String? {
+        guard let running else { return nil }
+        let who = running.pid.map { "sluice (pid \($0))" } ?? "sluice run"
+        return "a \(who) holds \(DisplayText.escaped(path + ".lock")): the job is running, this checkpoint may"
+            + " already be behind it, and a rerun now is refused until it ends"
     }
 
     /// What a rerun of the same command would do, and why.
@@ -41,6 +53,13 @@ public struct CheckpointInspector {
             return ("refuse", "\(problem); --restart discards it")
         }
         for state in checkpoint.stages {
+            if let file = state.as(FileSinkState.self), PublishedOutput.wouldReopen(file) {
+                return (
+                    "resume",
+                    "from source byte \(source.offset) on a copy of the finished \(file.path), which begins with the bytes"
+                        + " recorded (the last run was most likely stopped before it removed its checkpoint)"
+                )
+            }
             if let problem = state.value.resumeProblem() { return ("restart", problem) }
         }
         if source.kind == "fetch" {
@@ -100,7 +119,7 @@ public struct CheckpointInspector {
             if let etag = source.etag { sourceObject["etag"] = .string(etag) }
             if let lastModified = source.lastModified { sourceObject["last_modified"] = .string(lastModified) }
             if let total = source.totalLength { sourceObject["total_length"] = .integer(total) }
-            let object: [String: JSONValue] = [
+            var object: [String: JSONValue] = [
                 "path": .string(path),
                 "version": .integer(checkpoint.version),
                 "spec": .string(shownSpec),
@@ -110,6 +129,11 @@ public struct CheckpointInspector {
                     offsets.map { .object(["stage": .string($0.stage), "input": .integer($0.input), "output": .integer($0.output)]) }),
                 "rerun": .object(["action": .string(verdict.action), "reason": .string(verdict.reason)]),
             ]
+            if let running {
+                var held: [String: JSONValue] = ["lock": .string(path + ".lock")]
+                if let pid = running.pid { held["pid"] = .integer(pid) }
+                object["running"] = .object(held)
+            }
             return JSONValue.object(object).serialized(pretty: true) ?? ""
         }
         var lines = [
@@ -128,6 +152,7 @@ public struct CheckpointInspector {
             lines.append("  " + padded(offset.stage, to: width) + "  \(offset.input) → \(offset.output)")
         }
         lines.append("rerun       \(verdict.action): \(verdict.reason)")
+        if let runningText { lines.append("running     \(runningText)") }
         return lines.joined(separator: "\n")
     }
 

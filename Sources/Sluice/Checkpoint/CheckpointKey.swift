@@ -151,11 +151,11 @@ public struct CheckpointKey: Sendable {
         for component in path.split(separator: "/") {
             prefix += "/" + component
             if mkdir(prefix, 0o700) != 0 && errno != EEXIST {
-                throw SluiceError.io(path: prefix, operation: "create the checkpoint key directory", errno: errno)
+                throw unmade(path, "make the directory", prefix, errno: errno)
             }
         }
         let fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-        guard fd >= 0 else { throw SluiceError.io(path: path, operation: "open the checkpoint key directory", errno: errno) }
+        guard fd >= 0 else { throw unmade(path, "open the directory", path, errno: errno) }
         var st = stat()
         guard fstat(fd, &st) == 0, st.st_uid == geteuid() else {
             close(fd)
@@ -163,6 +163,17 @@ public struct CheckpointKey: Sendable {
         }
         if st.st_mode & 0o077 != 0 { fchmod(fd, 0o700) }
         return fd
+    }
+
+    /// The key directory cannot be made or opened (an unwritable or missing HOME): the
+    /// message names the key it is for, the directory that failed, and the variable that
+    /// puts the key elsewhere.
+    private static func unmade(_ directory: String, _ step: String, _ failed: String, errno code: Int32) -> SluiceError {
+        .io(
+            path: failed,
+            operation: "create the checkpoint key \(directory)/\(fileName) (set SLUICE_STATE_DIR to a directory you"
+                + " can write to keep it there instead): cannot \(step)",
+            errno: code)
     }
 
     private static func homeFromPasswd() -> String {

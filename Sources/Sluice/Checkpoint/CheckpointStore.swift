@@ -24,8 +24,11 @@ enum StoredCheckpoint: Equatable {
 /// (a new temporary file, fsync, rename, directory fsync; mode 0600).
 ///
 /// Nothing here follows a symbolic link or blocks on a FIFO: the checkpoint is opened
-/// with O_NOFOLLOW|O_NONBLOCK and must be a regular file; the temporary file is created
-/// with O_EXCL|O_NOFOLLOW, so whatever is planted at its name is never written through.
+/// with O_NOFOLLOW|O_NONBLOCK and must be a regular file; the temporary file is written
+/// without a name (O_TMPFILE) and linked to `C.tmp` only once complete and fsync'd, so
+/// whatever is planted at that name is never written through, and a file there that does
+/// not begin as a whole checkpoint (an empty one included) is provably not ours and is left
+/// alone. Where the filesystem has no O_TMPFILE, `C.tmp` is created with O_EXCL|O_NOFOLLOW.
 public final class CheckpointStore: @unchecked Sendable {
     public let path: String
     public var temporaryPath: String { Self.temporaryPath(for: path) }
@@ -139,9 +142,9 @@ public final class CheckpointStore: @unchecked Sendable {
         let file = try checkpoint.sealed(key: try keyForSaving())
         let temporaryPath = self.temporaryPath
         // A temporary file left by a crash (we hold the lock, so it is not another run's);
-        // anything else at the name is someone's file, and creating ours below fails on it.
+        // anything else at the name is someone's file, and linking or creating ours below fails on it.
         if Self.isLeftoverTemporary(temporaryPath) { unlink(temporaryPath) }
-        let fd = try POSIX.createNew(temporaryPath, mode: 0o600)
+        let (fd, named) = try createTemporary()
         do {
             defer { close(fd) }
             // Spilled blobs are copied from their spill file by the kernel.
@@ -149,8 +152,11 @@ public final class CheckpointStore: @unchecked Sendable {
                 try part.write(to: fd, path: temporaryPath)
             }
             try POSIX.fsync(fd, path: temporaryPath)
+            if !named && linkat(AT_FDCWD, "/proc/self/fd/\(fd)", AT_FDCWD, temporaryPath, AT_SYMLINK_FOLLOW) != 0 {
+                throw errno == EEXIST ? Self.foreignTemporary(temporaryPath) : SluiceError.io(path: temporaryPath, operation: "create", errno: errno)
+            }
         } catch {
-            unlink(temporaryPath)
+            if named { unlink(temporaryPath) }
             throw error
         }
         // rename replaces whatever name is at `path` (a link included) without following it;
@@ -170,6 +176,35 @@ public final class CheckpointStore: @unchecked Sendable {
         remember(nil)
         try POSIX.fsyncDirectory(of: path)
         return file.appendixCount
+    }
+
+    /// The file a save writes: nameless (O_TMPFILE in the checkpoint's directory; `named`
+    /// false) so that `C.tmp` only ever holds a whole checkpoint, or, where the filesystem
+    /// cannot make one, `C.tmp` itself.
+    private func createTemporary() throws -> (fd: Int32, named: Bool) {
+        // glibc's O_TMPFILE (__O_TMPFILE | O_DIRECTORY), a macro Swift does not import.
+        let nameless: Int32 = 0o2000_0000 | O_DIRECTORY
+        let directory = path.lastIndex(of: "/").map { String(path[..<$0]) } ?? "."
+        let fd = open(directory.isEmpty ? "/" : directory, nameless | O_WRONLY | O_CLOEXEC, 0o600)
+        if fd >= 0 { return (fd, false) }
+        // Filesystems without O_TMPFILE (and kernels before 3.11) say so with these.
+        guard [EOPNOTSUPP, EISDIR, EINVAL].contains(errno) else {
+            throw SluiceError.io(path: temporaryPath, operation: "create", errno: errno)
+        }
+        do {
+            return (try POSIX.createNew(temporaryPath, mode: 0o600), true)
+        } catch SluiceError.io(_, _, EEXIST) {
+            throw Self.foreignTemporary(temporaryPath)
+        }
+    }
+
+    /// A file sluice did not make stands at the temporary name (put there during the run:
+    /// one there before it is refused by `RunPaths`).
+    private static func foreignTemporary(_ path: String) -> SluiceError {
+        .unsafePath(
+            path: path,
+            reason: "sluice writes its checkpoint there first, and a file it did not make (one that does not begin as a whole"
+                + " checkpoint) stands there; sluice leaves it: move it away and rerun to resume")
     }
 
     /// Removes the checkpoint and its temporary file: only a regular file that starts as a
@@ -209,12 +244,15 @@ public final class CheckpointStore: @unchecked Sendable {
         return openings.contains { start.starts(with: $0) }
     }
 
-    /// Whether the regular file at `path` is what a save cut short leaves: empty, or the
-    /// start of a checkpoint. A file at the temporary name that begins otherwise is not
-    /// sluice's (`--checkpoint notes` beside someone's `notes.tmp`) and is never removed.
+    /// Whether the regular file at `path` is what a save interrupted before its rename
+    /// leaves: a file that begins as a whole checkpoint does. A save links its file to the
+    /// temporary name only once it is complete, so anything else there — an empty file, a
+    /// few bytes, someone's `notes.tmp` beside `--checkpoint notes` — is not sluice's and is
+    /// never removed. (Where the filesystem has no O_TMPFILE a crash can leave an empty
+    /// `C.tmp` of ours: it cannot be told from someone's, so it is refused all the same.)
     static func isLeftoverTemporary(_ path: String) -> Bool {
         guard let start = openingBytes(of: path) else { return false }
-        return openings.contains { $0.starts(with: start) || start.starts(with: $0) }
+        return openings.contains { start.starts(with: $0) }
     }
 
     /// The first bytes of the regular file at `path`, as many as the longest opening; nil

@@ -76,3 +76,56 @@ public final class RunLock {
         return named.kind == .regular && held.identity == named.identity
     }
 }
+
+/// Whether a run holds a lock file, found without opening or locking it: `sluice inspect`
+/// must never take a running job's lock, not even for a moment (a run starting then would
+/// be refused as if another held it). Linux lists every `flock` in /proc/locks by device
+/// and inode, with the pid of the process that took it.
+public struct LockHolder: Equatable, Sendable {
+    /// The holder's process id; nil when the lock is held but the pid is not known.
+    public let pid: Int32?
+
+    /// Who holds the lock at `path`; nil when nothing is there, it is not a regular file,
+    /// or no process holds it (a lock file left by `kill -9`).
+    public static func of(_ path: String, locks: String? = readProcLocks()) -> LockHolder? {
+        guard let facts = POSIX.lstatFacts(path), facts.kind == .regular, let locks else { return nil }
+        let device = facts.identity.device
+        // The kernel's major and minor numbers, as glibc's gnu_dev_major/minor split them.
+        let major = ((device >> 8) & 0xfff) | ((device >> 32) & ~UInt64(0xfff))
+        let minor = (device & 0xff) | ((device >> 12) & ~UInt64(0xff))
+        let file = String(major, radix: 16) + ":" + String(minor, radix: 16) + ":" + String(facts.identity.inode)
+        // "1: FLOCK  ADVISORY  WRITE 27872 fe:00:5318790 0 EOF"; "1: -> FLOCK …" is a waiter.
+        for line in locks.split(separator: "\n") {
+            let fields = line.split(separator: " ")
+            guard fields.count >= 6, fields[1] == "FLOCK", let spot = Self.identity(fields[5]), spot == file else { continue }
+            return LockHolder(pid: Int32(fields[4]).flatMap { $0 > 0 ? $0 : nil })
+        }
+        return nil
+    }
+
+    /// "fe:00:5318790" with the leading zeros of its hex numbers dropped, to compare.
+    private static func identity(_ field: Substring) -> String? {
+        let parts = field.split(separator: ":")
+        guard parts.count == 3, let major = UInt64(parts[0], radix: 16), let minor = UInt64(parts[1], radix: 16),
+            let inode = UInt64(parts[2])
+        else { return nil }
+        return String(major, radix: 16) + ":" + String(minor, radix: 16) + ":" + String(inode)
+    }
+
+    /// /proc/locks, or nil where it cannot be read (then a holder cannot be told).
+    public static func readProcLocks() -> String? {
+        let fd = open("/proc/locks", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var text: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        // Bounded: a machine with millions of locks is not worth reading to the end.
+        while text.count < 64 << 20 {
+            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { break }
+            text += chunk[..<n]
+        }
+        return String(decoding: text, as: UTF8.self)
+    }
+}

@@ -1,5 +1,5 @@
 /// Sits in front of the terminal sink and counts what reaches it, for progress.
-final class OutputMeter: ByteSink {
+final class OutputMeter: AheadWritingSink {
     private let next: ByteSink
     private let control: RunControl
 
@@ -11,6 +11,14 @@ final class OutputMeter: ByteSink {
     func write(_ bytes: UnsafeRawBufferPointer) throws {
         try next.write(bytes)
         control.countOutput(bytes.count)
+    }
+
+    func aheadWriter() -> AheadWriter? { (next as? AheadWritingSink)?.aheadWriter() }
+
+    func advance(_ count: UInt64, crc64: UInt64) throws {
+        guard let taker = next as? AheadWritingSink else { throw SluiceError.unexpected("an advance to a sink that takes no bytes ahead") }
+        try taker.advance(count, crc64: crc64)
+        control.countOutput(Int(clamping: count))
     }
 
     func barrier(_ cut: Cut) throws { try next.barrier(cut) }

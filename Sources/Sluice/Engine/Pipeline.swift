@@ -110,7 +110,15 @@ public final class Pipeline: Sendable {
             mismatch: { self.mismatch($0, storedAt: store?.path ?? "") })
         {
         case .fresh: break
-        case .resume(let saved): checkpoint = saved
+        case .resume(let saved):
+            checkpoint = saved
+            // Killed between publishing its output and removing its checkpoint: resume on
+            // what was published rather than start over (PublishedOutput).
+            if let output, let state = saved.stages.last?.as(FileSinkState.self),
+                let notice = try PublishedOutput.reopen(state, output: output)
+            {
+                control.progress.emit(.notice(notice))
+            }
         case .refuse(let error): throw error
         case .discardThenFresh(let undoStdout):
             // Appending to a file on stdout: take back what the abandoned run added.
@@ -141,6 +149,7 @@ public final class Pipeline: Sendable {
                 resumed: checkpoint != nil, checkpointKept: store?.exists ?? false)
             switch AfterAttempt.decide(outcome, facts) {
             case .finished(let sourceBytes):
+                DebugGate.pass("PUBLISHED")  // lets a test kill a run between its rename and this removal
                 store?.remove()
                 return RunReport(
                     resumedAt: restartReason == nil ? resumedAt : nil, restartReason: restartReason,
@@ -218,7 +227,7 @@ public final class Pipeline: Sendable {
         } catch FileSinkError.partialTooShort(let path, let expected) {
             return .partialTooShort(path: path, expected: expected)
         } catch FileSinkError.partialChanged(let path, let bytes) {
-            return .partialChanged(path: path, reason: "its first \(bytes) bytes changed since the checkpoint (their CRC-64 differs)")
+            return .partialChanged(path: path, reason: "its first \(Counted.bytes(bytes)) changed since the checkpoint (their CRC-64 differs)")
         } catch let changed as PartialOutputChanged {
             return .partialChanged(path: changed.path, reason: changed.reason)
         } catch let error as SluiceError {

@@ -19,7 +19,7 @@ import Glibc
 /// frees a buffer soon or fails (every wait downstream gives up once the run stops, see
 /// `POSIX.waitReady`), and either wakes it. So a stop leaves the stages on the
 /// producer's side whole, and a final barrier can record exactly where they stand.
-final class Relay: BufferLendingSink, HandOverSink, @unchecked Sendable {
+final class Relay: BufferLendingSink, HandOverSink, AheadWritingSink, @unchecked Sendable {
     // `next` is touched only by the consumer thread, `batcher` only by the producer's;
     // everything shared lives in `queue`, behind its lock.
     private let next: ByteSink
@@ -27,6 +27,12 @@ final class Relay: BufferLendingSink, HandOverSink, @unchecked Sendable {
     private let buffers: [UnsafeMutableRawBufferPointer]
     private let queue: RelayQueue
     private let batcher: RelayBatcher
+    /// The next sink's ahead writer, taken before the consumer thread starts: its offset 0
+    /// is the first byte this relay accepts (nothing reaches `next` but through the relay).
+    private let ahead: AheadWriter?
+    /// Bytes accepted so far, written, handed over or advanced (the producer's side only):
+    /// where the ahead writers this relay hands out begin.
+    private var accepted: UInt64 = 0
 
     /// Throws when the consumer thread cannot be started (exit 6), leaving nothing running.
     init(
@@ -39,6 +45,7 @@ final class Relay: BufferLendingSink, HandOverSink, @unchecked Sendable {
         self.buffers = buffers
         queue = RelayQueue(bufferCount: bufferCount)
         batcher = RelayBatcher(buffers: buffers, queue: queue)
+        ahead = (next as? AheadWritingSink)?.aheadWriter()
         try startThread("sluice." + name) { [self] in consume() }
     }
 
@@ -51,6 +58,7 @@ final class Relay: BufferLendingSink, HandOverSink, @unchecked Sendable {
 
     func write(_ bytes: UnsafeRawBufferPointer) throws {
         try batcher.write(bytes)
+        accepted &+= UInt64(bytes.count)
     }
 
     func borrowBuffer() throws -> UnsafeMutableRawBufferPointer {
@@ -58,7 +66,7 @@ final class Relay: BufferLendingSink, HandOverSink, @unchecked Sendable {
     }
 
     func commitBorrowed(_ count: Int) {
-        batcher.commit(count)
+        accepted &+= UInt64(batcher.commit(count))
     }
 
     func write(
@@ -72,6 +80,20 @@ final class Relay: BufferLendingSink, HandOverSink, @unchecked Sendable {
         }
         batcher.flush()
         queue.send(.handedOver(bytes, done, released: released))
+        accepted &+= UInt64(bytes.count)
+    }
+
+    func aheadWriter() -> AheadWriter? {
+        ahead.map { ShiftedAheadWriter($0, shift: accepted) }
+    }
+
+    /// Travels in order with the bytes: the consumer tells `next` once everything before it
+    /// is written.
+    func advance(_ count: UInt64, crc64: UInt64) throws {
+        try queue.throwIfFailed()
+        batcher.flush()
+        queue.send(.advance(count, crc64: crc64))
+        accepted &+= count
     }
 
     func barrier(_ cut: Cut) throws {
@@ -109,6 +131,12 @@ final class Relay: BufferLendingSink, HandOverSink, @unchecked Sendable {
                 case .handedOver(let bytes, let done, let released):
                     defer { done() }
                     if !failed { try writeHandedOver(bytes, released) }
+                case .advance(let count, let crc64):
+                    guard !failed else { break }
+                    guard let taker = next as? AheadWritingSink else {
+                        throw SluiceError.unexpected("an advance to a sink that takes no bytes ahead")
+                    }
+                    try taker.advance(count, crc64: crc64)
                 case .barrier(let cut):
                     if !failed { try next.barrier(cut) }
                 case .finish:
@@ -153,6 +181,8 @@ final class RelayQueue: @unchecked Sendable {
         /// Bytes the producer lent as they are (`HandOverSink`); `done` gives them back,
         /// `released` the part written so far.
         case handedOver(UnsafeRawBufferPointer, @Sendable () -> Void, released: (@Sendable (Int) -> Void)? = nil)
+        /// The next bytes are already written ahead (`AheadWritingSink.advance`).
+        case advance(UInt64, crc64: UInt64)
         case barrier(Cut)
         case finish
         case stop
@@ -312,12 +342,15 @@ final class RelayBatcher {
         return UnsafeMutableRawBufferPointer(rebasing: buffers[index][filled...])
     }
 
-    /// The producer wrote `count` bytes into the borrowed room.
-    func commit(_ count: Int) {
-        guard lent, let index = filling else { return }
+    /// The producer wrote `count` bytes into the borrowed room; returns how many count.
+    @discardableResult
+    func commit(_ count: Int) -> Int {
+        guard lent, let index = filling else { return 0 }
         lent = false
-        filled += min(max(count, 0), buffers[index].count - filled)
+        let taken = min(max(count, 0), buffers[index].count - filled)
+        filled += taken
         if filled == buffers[index].count { flush() } else { flushIfStale() }
+        return taken
     }
 
     /// Sends the gathered bytes on (or returns an empty buffer to the pool).

@@ -100,7 +100,7 @@ enum AfterAttempt: Equatable {
             return .startOver(reason: "\(location) changed \(since) (\(reason)); starting over from zero")
         case .partialTooShort(let path, let expected):
             guard !facts.startedOver else { return .fail(.io(path: path, operation: "resume", errno: EIO), discard: false) }
-            return .startOver(reason: "\(path) is shorter than the \(expected) bytes the checkpoint records; starting over from zero")
+            return .startOver(reason: "\(path) is shorter than the \(Counted.bytes(expected)) the checkpoint records; starting over from zero")
         case .partialChanged(let path, let reason):
             guard !facts.startedOver else { return .fail(.io(path: path, operation: "resume", errno: EIO), discard: false) }
             return .startOver(reason: "\(path): \(reason); starting over from zero")

@@ -121,7 +121,7 @@ struct RunPaths {
         default: advice = "sluice adds a suffix to the checkpoint's name for it; choose a shorter --checkpoint"
         }
         return .usage(
-            "the name of \(name.role.title) would be \(leaf.utf8.count) bytes, over the \(limit) bytes a file name may have (\(name.path)): \(advice)"
+            "the name of \(name.role.title) would be \(Counted.bytes(leaf.utf8.count)), over the \(Counted.bytes(limit)) a file name may have (\(name.path)): \(advice)"
         )
     }
 
@@ -138,7 +138,8 @@ struct RunPaths {
             return .unsafePath(
                 path: name.path,
                 reason:
-                    "sluice writes its checkpoint there first, and the file there is not one it left (it does not begin as a checkpoint); move it away or name another --checkpoint"
+                    "sluice writes its checkpoint there first, and the file there is not one it left (sluice links a checkpoint"
+                    + " there only whole, and this file does not begin as one); sluice leaves it: move it away or name another --checkpoint"
             )
         }
     }

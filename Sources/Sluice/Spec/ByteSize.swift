@@ -30,6 +30,6 @@ public enum ByteSize {
         where bytes >= unit && bytes % unit == 0 {
             return "\(bytes / unit) \(name)"
         }
-        return bytes == 1 ? "1 byte" : "\(bytes) bytes"
+        return Counted.bytes(bytes)
     }
 }

@@ -25,7 +25,7 @@ public struct FileSinkState: StageStateValue {
 /// `file PATH`: writes beside `PATH` under a temporary name, makes it durable before
 /// every checkpoint, and renames it to `PATH` only when the whole stream succeeded,
 /// so `PATH` never holds output that failed verification.
-public final class FileSink: TerminalSink {
+public final class FileSink: TerminalSink, AheadWritingSink {
     public let path: String
     public let partialPath: String
     private var fd: Int32
@@ -112,6 +112,24 @@ public final class FileSink: TerminalSink {
         if bytesWritten - writebackStarted >= Self.writebackStep { startWriteback() }
     }
 
+    /// Nil when no descriptor is left to duplicate: the stage in front then hands its bytes
+    /// on in order, as without a writer.
+    func aheadWriter() -> AheadWriter? {
+        try? FileAheadWriter(duplicating: fd, path: partialPath, base: bytesWritten)
+    }
+
+    /// The next `count` bytes were written ahead at their place: they count now, and the
+    /// in-order writes go on after them.
+    func advance(_ count: UInt64, crc64: UInt64) throws {
+        guard let end = bytesWritten.addingReportingOverflowIfFits(count), end <= UInt64(Int64.max) else {
+            throw SluiceError.unexpected("an advance past the largest file offset")
+        }
+        guard lseek(fd, off_t(end), SEEK_SET) >= 0 else { throw SluiceError.io(path: partialPath, operation: "seek in", errno: errno) }
+        checksum.append(crc64: crc64, count: count)
+        bytesWritten = end
+        if bytesWritten - writebackStarted >= Self.writebackStep { startWriteback() }
+    }
+
     /// Starts writing what we wrote back to disk now, without waiting for it, so the
     /// fsync before a checkpoint or the final rename finds little left to do. (For dirty
     /// pages, POSIX_FADV_DONTNEED starts asynchronous writeback; it also keeps a large
@@ -133,6 +151,11 @@ public final class FileSink: TerminalSink {
     }
 
     public func finish() throws {
+        // Bytes written ahead that never came in order (a bug, never a user's input) must
+        // not be published as part of the output.
+        if let size = POSIX.fileSize(fd), size != bytesWritten {
+            throw SluiceError.unexpected("\(partialPath) holds \(size) bytes, the stream \(bytesWritten); it is not renamed to \(path)")
+        }
         try POSIX.fsync(fd, path: partialPath)
         let written = POSIX.fstatFacts(fd)?.identity
         close(fd)
@@ -161,6 +184,40 @@ public final class FileSink: TerminalSink {
     public static func discard(path: String) {
         let partial = partialPath(for: path)
         if POSIX.lstatFacts(partial)?.kind == .regular { unlink(partial) }
+    }
+}
+
+/// A file sink's partial file written at given places from any thread (`AheadWriter`):
+/// its own descriptor, so the sink closing its own never leaves a worker writing into
+/// whatever file reuses the number. `pwrite` leaves the in-order writes' file offset alone.
+final class FileAheadWriter: AheadWriter {
+    private let fd: Int32
+    private let path: String
+    /// The sink's bytes written when it handed this out: offset 0.
+    private let base: UInt64
+
+    init(duplicating fd: Int32, path: String, base: UInt64) throws {
+        self.fd = dup(fd)
+        self.path = path
+        self.base = base
+        guard self.fd >= 0 else { throw SluiceError.io(path: path, operation: "duplicate descriptor of", errno: errno) }
+    }
+
+    deinit { close(fd) }
+
+    func write(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws {
+        guard let start = base.addingReportingOverflowIfFits(offset),
+            let end = start.addingReportingOverflowIfFits(UInt64(bytes.count)), end <= UInt64(Int64.max)
+        else { throw SluiceError.unexpected("an ahead write past the largest file offset") }
+        var done = 0
+        while done < bytes.count {
+            let n = pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(start + UInt64(done)))
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw SluiceError.io(path: path, operation: "write to", errno: errno)
+            }
+            done += n
+        }
     }
 }
 

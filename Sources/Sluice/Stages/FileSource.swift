@@ -49,7 +49,7 @@ public final class FileSource: ByteSource {
                 throw SourceChanged(
                     location: path,
                     reason: saved.totalLength != size
-                        ? "its size is now \(size) bytes, was \(saved.totalLength.map(String.init) ?? "unknown")"
+                        ? "its size is now \(Counted.bytes(size)), was \(saved.totalLength.map(String.init) ?? "unknown")"
                         : "its modification time changed")
             }
             // A pipe or device cannot be rewound: like stdin, it cannot be resumed.
@@ -80,7 +80,7 @@ public final class FileSource: ByteSource {
                 // A file cut short while being read (truncated, rotated) ends early: what
                 // came out is neither the file as it was nor as it is now.
                 if isRegular && position < size {
-                    throw SourceChanged(location: path, reason: "it ended at byte \(position) while being read, but had \(size) bytes when opened")
+                    throw SourceChanged(location: path, reason: "it ended at byte \(position) while being read, but had \(Counted.bytes(size)) when opened")
                 }
                 return
             }

@@ -159,7 +159,7 @@ public final class GzipDecoder: ByteSink {
             throw GzipFormatError("CRC-32 mismatch in member \(number) (stored \(hex32(storedCRC)), computed \(hex32(output.memberCRC)))")
         }
         guard storedSize == UInt32(truncatingIfNeeded: output.memberLength) else {
-            throw GzipFormatError("length mismatch in member \(number) (ISIZE \(storedSize), decoded \(output.memberLength) bytes)")
+            throw GzipFormatError("length mismatch in member \(number) (ISIZE \(storedSize), decoded \(Counted.bytes(output.memberLength)))")
         }
         guard !member.overflow else { throw GzipFormatError("too many gzip members") }
         membersDone = member.partialValue

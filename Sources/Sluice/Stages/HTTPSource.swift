@@ -118,9 +118,11 @@ public final class HTTPSource: ByteSource {
     /// range); between attempts `RetryPolicy` decides. `screen` sees every final response head
     /// before the ResumeJudge and may override its verdict (MultiFetch's extra connections);
     /// `connection` is a handle to reuse (one per MultiFetch connection), or nil for a new one.
+    /// `whole`: ask for the whole resource without a Range and skip to the offset (for a
+    /// server that refuses ranges; the ResumeJudge accepts that 200 only from the same version).
     func transfer(
         from first: UInt64, until: UInt64? = nil, deadline: Double?, into sink: ByteSink,
-        control: RunControl, over connection: CurlTransfer? = nil,
+        control: RunControl, over connection: CurlTransfer? = nil, whole: Bool = false,
         screen: ((HTTPResponseHead) -> ResponseVerdict?)? = nil
     ) throws {
         guard let transfer = connection ?? CurlTransfer(options: options) else {
@@ -137,7 +139,7 @@ public final class HTTPSource: ByteSource {
             do {
                 try attempt(
                     transfer, from: &location, offset: &offset, until: until, deadline: deadline, into: sink,
-                    control: control, screen: screen)
+                    control: control, whole: whole, screen: screen)
                 return
             } catch let caught as FetchFailure {
                 failure = caught
@@ -164,7 +166,7 @@ public final class HTTPSource: ByteSource {
     /// sink's error, or the run's failure when stopped). `AttemptJudge` decides each step.
     private func attempt(
         _ transfer: CurlTransfer, from location: inout FetchURL, offset: inout UInt64,
-        until: UInt64?, deadline: Double?, into sink: ByteSink, control: RunControl,
+        until: UInt64?, deadline: Double?, into sink: ByteSink, control: RunControl, whole: Bool,
         screen: ((HTTPResponseHead) -> ResponseVerdict?)?
     ) throws {
         var current = location
@@ -179,7 +181,7 @@ public final class HTTPSource: ByteSource {
                 offset: requested, known: known, server: current.authority,
                 requireProof: requireProof && requested == startOffset)
             let outcome = transfer.perform(
-                request(for: current, offset: offset, until: until, known: known),
+                request(for: current, offset: whole ? 0 : offset, until: until, known: known),
                 offset: requested, into: sink, control: control,
                 limits: limits
             ) { [self] head in

@@ -72,7 +72,7 @@ public final class StdoutSink: TerminalSink {
             // interrupted run wrote is gone, and resuming would leave only the tail.
             guard let current = POSIX.fileSize(fd), current >= size else {
                 throw StateRejected(
-                    "stdout is a file shorter than the \(size) bytes it had at the checkpoint (append with >> to the same file to resume)")
+                    "stdout is a file shorter than the \(Counted.bytes(size)) it had at the checkpoint (append with >> to the same file to resume)")
             }
             try Self.checkWritten(state, endingAt: size, in: fd)
             pendingCut = size
@@ -89,7 +89,7 @@ public final class StdoutSink: TerminalSink {
         guard state.bytesWritten > 0 else { return }
         let changed = SluiceError.remoteChanged(
             url: "the file on stdout",
-            reason: "the \(state.bytesWritten) bytes written to it before the checkpoint are no longer the same")
+            reason: "the \(Counted.bytes(state.bytesWritten)) written to it before the checkpoint changed")
         guard size >= state.bytesWritten else { throw changed }
         let reader = open("/proc/self/fd/\(fd)", O_RDONLY | O_CLOEXEC)
         guard reader >= 0 else { throw SluiceError.io(path: "stdout", operation: "reopen for reading", errno: errno) }

@@ -390,7 +390,8 @@ public final class UntarSink: TerminalSink, TarEventHandler {
             let bytes = 18 + metadata.path.bytes.count
             guard directories.count < Self.maxDirectories, directories.weight + bytes <= Self.maxDirectoryBytes else {
                 throw PathRefusal(
-                    "is one directory more than untar keeps metadata for (\(directories.count) directories, \(directories.weight) bytes of names)")
+                    "is one directory more than untar keeps metadata for (\(Counted.text(directories.count, "directory", plural: "directories")), \(Counted.bytes(directories.weight)) of names)"
+                )
             }
             directories.append(metadata)
         case .symlink:
@@ -402,6 +403,7 @@ public final class UntarSink: TerminalSink, TarEventHandler {
             guard let target = try MemberPath.member(entry.linkTarget, strip: strip) else {
                 throw PathRefusal("is a hard link to \(TarName.display(entry.linkTarget)), which strip=\(strip) removes")
             }
+            try checkRestoredLinkTarget(target, link: path)
             try extractor.makeHardLink(path, to: target)
             if path != target { try recordHardLink(path, to: target) }
         case .fifo, .characterDevice, .blockDevice:
@@ -409,6 +411,28 @@ public final class UntarSink: TerminalSink, TarEventHandler {
         case .skipped(let type):
             tell("untar: skipped \(TarName.display(entry.path)): member type \(TarName.display([type])) holds no file")
         }
+    }
+
+    /// On a resumed run, a hard link to a name extracted before the checkpoint needs that
+    /// name as recorded. A run killed after its checkpoint went on extracting and may have
+    /// replaced it with a later member of the same name: linking to that would give the link
+    /// the new content, refused only at the end as if someone had changed the tree. The old
+    /// content is gone, so the resume cannot be exact: refused here, saying why.
+    private func checkRestoredLinkTarget(_ target: MemberPath, link: MemberPath) throws {
+        guard let linked = ledger.entry(target.joined), linked.unverified else { return }
+        var reader = ContentReader()
+        // A file's link count is not compared: links the killed run made past the cut count too.
+        let files: Set<TreeLedger.Kind> = [.file, .linkedFile]
+        // One that cannot be read now (an unreadable mode, links past the cut) is left to the check at the end.
+        guard let found = try? extractor.describe(target, reader: &reader, linksChecked: false) else { return }
+        if case .entry(let kind, let hash) = found, kind == linked.kind || (files.contains(kind) && files.contains(linked.kind)), hash == linked.hash {
+            return
+        }
+        throw SluiceError.unsafePath(
+            path: partialPath,
+            reason: "\(TarName.display(target.joined)), which the hard link \(TarName.display(link.joined)) names, is not what the "
+                + "checkpoint recorded (the interrupted run went on past its checkpoint and replaced it, or it was changed since), "
+                + "so this resume cannot be exact; rerun with --restart to discard it and extract again")
     }
 
     /// A hard link is the file (or symlink) it names: the same ledger entry under a second
@@ -444,7 +468,7 @@ public final class UntarSink: TerminalSink, TarEventHandler {
             close(file.fd)
             throw SluiceError.corruptData(
                 format: "tar", offset: reader.state.offset,
-                reason: "member \(TarName.display(file.path.joined)) ended with \(file.written) of its \(file.size) bytes written")
+                reason: "member \(TarName.display(file.path.joined)) ended with \(file.written) of its \(Counted.bytes(file.size)) written")
         }
         do {
             try extractor.completeFile(file.fd, mode: file.mode, needsChmod: file.needsChmod, mtime: file.mtime, path: file.path)

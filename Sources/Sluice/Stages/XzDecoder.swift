@@ -50,6 +50,11 @@ public final class XzDecoder: ForwardingSink {
     private var head: XzHeadBlock?
     /// Sized blocks decoded ahead of the head by the workers, at most: one per worker.
     private var lookAhead: Int { decoders - 1 }
+    /// The file behind the next stage, for workers to write their blocks' output straight to
+    /// its place (`AheadWriter`); `origin` is `outputOffset` when it was taken, its offset 0.
+    /// Taken at the first block queued; nil when the sink behind is not a file.
+    private lazy var ahead: (writer: AheadWriter, origin: UInt64)? =
+        (next as? AheadWritingSink)?.aheadWriter().map { ($0, outputOffset) }
     /// Where the unit being handled began in the input.
     private var unitStart: UInt64 = 0
     /// A restored checkpoint may queue no more blocks than this.
@@ -132,6 +137,8 @@ public final class XzDecoder: ForwardingSink {
     private(set) var blocksDecodedAhead = 0
     /// Blocks decoded ahead that were handed over to the next stage without a copy (for tests).
     private(set) var blocksHandedOver = 0
+    /// Blocks decoded ahead whose output a worker wrote straight into the file behind (for tests).
+    private(set) var blocksWrittenAhead = 0
 
     /// Damage found on this thread lies after every queued block: a queued block's own
     /// failure is the one to report. Either way the workers stop.
@@ -331,9 +338,23 @@ public final class XzDecoder: ForwardingSink {
     /// worker that waited for the whole block idled while it came in).
     private func queueWhileGathering(_ job: XzBlockJob) throws {
         guard head != nil && pool.count < lookAhead && Self.worthAWorker(job) else { return }
-        try pool.submit(job)
+        try submit(job)
         gatheringQueued = true
         blocksDecodedAhead += 1
+    }
+
+    /// Queues a block for the workers, with the place of its output in the file behind
+    /// when there is one: the output handed on so far, plus what the head and the blocks
+    /// queued before it declare (a block that lies about its size fails at its turn, before
+    /// anything after it is announced, so a wrong place is never counted).
+    private func submit(_ job: XzBlockJob) throws {
+        if decoders > 1, job.header.filters.isEmpty, let ahead {
+            var end = outputOffset &- ahead.origin
+            if let head { end &+= (head.job.header.uncompressedSize ?? 0) &- head.uncompressedSize }
+            for queued in pool.jobs { end &+= queued.header.uncompressedSize ?? 0 }
+            job.aheadTarget = (ahead.writer, end)
+        }
+        try pool.submit(job)
     }
 
     /// Blocks that declare fewer output bytes than this are decoded on this thread, in turn:
@@ -363,7 +384,7 @@ public final class XzDecoder: ForwardingSink {
         if gatheringQueued {
             gatheringQueued = false
         } else if head != nil && pool.count < lookAhead && Self.worthAWorker(job) {
-            try pool.submit(job)
+            try submit(job)
             blocksDecodedAhead += 1
         } else {
             try drain()
@@ -422,6 +443,16 @@ public final class XzDecoder: ForwardingSink {
 
     private func emit(_ job: XzBlockJob) throws {
         if let failure = job.failure { throw failure }
+        if let written = job.writtenAhead {
+            guard written.count == job.header.uncompressedSize, let taker = next as? AheadWritingSink else {
+                throw SluiceError.unexpected("block \(job.blockNumber) was written ahead with \(written.count) bytes")
+            }
+            outputOffset &+= written.count
+            streamOutput &+= written.count
+            try XzWaits.time(.stageHandsOn) { try taker.advance(written.count, crc64: written.crc64) }
+            blocksWrittenAhead += 1
+            return
+        }
         guard let output = job.output, !output.isEmpty else { return }
         outputOffset &+= UInt64(output.count)
         streamOutput &+= UInt64(output.count)
@@ -636,7 +667,7 @@ public final class XzDecoder: ForwardingSink {
         }
         guard end == stands else { throw XzStateError("the queued blocks do not end where the input stands") }
         try checkQueueAnchor(s, jobs)
-        for job in jobs { try pool.submit(job) }
+        for job in jobs { try submit(job) }
         if let gathering { try queueWhileGathering(gathering) }
     }
 

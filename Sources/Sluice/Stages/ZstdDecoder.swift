@@ -195,7 +195,7 @@ public final class ZstdDecoder: ForwardingSink {
         let (_, type, size) = Self.fields(header)
         guard type != 3 else { throw ZstdFormatError("block type 3 is reserved") }
         guard size <= frame.blockMaximum else {
-            throw ZstdFormatError("block of \(size) bytes exceeds the frame's maximum of \(frame.blockMaximum)")
+            throw ZstdFormatError("block of \(Counted.bytes(size)) exceeds the frame's maximum of \(frame.blockMaximum)")
         }
         blockHeader = header
         begin(.block, need: type == 1 ? 1 : size)
@@ -283,7 +283,7 @@ public final class ZstdDecoder: ForwardingSink {
         }
         frameOutput += UInt64(produced.count)
         if let expected = frame.contentSize, frameOutput > expected {
-            throw ZstdFormatError("frame \(framesDone + 1) decodes to more than its declared \(expected) bytes")
+            throw ZstdFormatError("frame \(framesDone + 1) decodes to more than its declared \(Counted.bytes(expected))")
         }
         outputOffset &+= UInt64(produced.count)
         try pass(produced, hashing: frame.hasChecksum)
@@ -323,7 +323,7 @@ public final class ZstdDecoder: ForwardingSink {
 
     private func endDataFrame() throws {
         if let expected = frame?.contentSize, frameOutput != expected {
-            throw ZstdFormatError("frame \(framesDone + 1) decoded to \(frameOutput) bytes, its header says \(expected)")
+            throw ZstdFormatError("frame \(framesDone + 1) decoded to \(Counted.bytes(frameOutput)), its header says \(expected)")
         }
         frame = nil
         endFrame()
@@ -342,8 +342,8 @@ public final class ZstdDecoder: ForwardingSink {
             case .magic:
                 whereItStopped =
                     framesDone == 0
-                    ? (pendingCount == 0 ? "no zstd data at all" : "\(pendingCount) bytes are too short for a zstd frame")
-                    : "\(pendingCount) bytes of trailing garbage after frame \(framesDone)"
+                    ? (pendingCount == 0 ? "no zstd data at all" : "only \(Counted.bytes(pendingCount)), too short for a zstd frame")
+                    : "\(Counted.bytes(pendingCount)) of trailing garbage after frame \(framesDone)"
             case .frameHeader: whereItStopped = "the stream ends inside a frame header"
             case .skippableSize, .skippableContent: whereItStopped = "the stream ends inside a skippable frame"
             case .blockHeader, .block: whereItStopped = "the stream ends inside frame \(framesDone + 1) (truncated)"
@@ -421,7 +421,7 @@ public final class ZstdDecoder: ForwardingSink {
         guard state.pending.count < max(need, 1), state.pending.count <= Self.pendingCapacity,
             phase != .skippableContent || state.pending.isEmpty
         else {
-            throw ZstdFormatError("it holds \(state.pending.count) pending bytes for a \(need)-byte unit")
+            throw ZstdFormatError("it holds \(Counted.text(state.pending.count, "pending byte")) for a \(need)-byte unit")
         }
         pendingCount = state.pending.count
         state.pending.withUnsafeBytes { if $0.count > 0 { unit.copyMemory(from: $0.baseAddress!, byteCount: $0.count) } }
@@ -431,7 +431,7 @@ public final class ZstdDecoder: ForwardingSink {
         let header = try ZstdFrameHeader(Array(saved.header), windowLimit: windowLimit)
         let expectedWindow = min(header.windowSize, saved.frameOutput)
         guard UInt64(saved.window.count) == expectedWindow else {
-            throw ZstdFormatError("its window holds \(saved.window.count) bytes, not \(expectedWindow)")
+            throw ZstdFormatError("its window holds \(Counted.bytes(saved.window.count)), not \(expectedWindow)")
         }
         if let content = header.contentSize, saved.frameOutput > content {
             throw ZstdFormatError("it has decoded more than the frame's content size")

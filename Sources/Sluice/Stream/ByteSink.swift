@@ -99,3 +99,46 @@ extension HandOverSink {
         try write(handingOver: bytes, released: nil, whenDone: done)
     }
 }
+
+/// Writes bytes of the stream before their turn, from any thread (unxz's workers write each
+/// decoded block straight to its place in the output file, instead of holding it until the
+/// blocks before it have gone on). Nothing written this way counts until the sink is told
+/// in order (`AheadWritingSink.advance`) that those bytes are there.
+///
+/// The offset coordinate: offset 0 is the first byte the sink that handed out this writer
+/// accepts in order after `aheadWriter()` returned it; every byte it accepts later, written,
+/// handed over or advanced, counts one.
+protocol AheadWriter: AnyObject, Sendable {
+    /// Writes all of `bytes` at `offset`, or throws the sink's own write error.
+    func write(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws
+}
+
+/// A sink that can take bytes ahead of their turn (a file: the partial file, written at
+/// the bytes' place), or that passes them to one such (a relay).
+protocol AheadWritingSink: ByteSink {
+    /// A writer for bytes ahead of the stream, offsets counted from now (see
+    /// `AheadWriter`); nil when the sink behind cannot take them.
+    func aheadWriter() -> AheadWriter?
+    /// In order, like `write`: the next `count` bytes of the stream are already written
+    /// through an ahead writer; `crc64` is their CRC-64 alone (`OutputChecksum`).
+    func advance(_ count: UInt64, crc64: UInt64) throws
+}
+
+/// Another sink's ahead writer, seen from a sink in front of it that had already accepted
+/// `shift` bytes (in that sink's coordinate) when it handed this one out.
+final class ShiftedAheadWriter: AheadWriter {
+    private let inner: AheadWriter
+    private let shift: UInt64
+
+    init(_ inner: AheadWriter, shift: UInt64) {
+        self.inner = inner
+        self.shift = shift
+    }
+
+    func write(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws {
+        guard let at = offset.addingReportingOverflowIfFits(shift) else {
+            throw SluiceError.unexpected("an ahead write past the largest file offset")
+        }
+        try inner.write(bytes, at: at)
+    }
+}

@@ -83,7 +83,7 @@ extension SluiceError: CustomStringConvertible {
             let ending: String
             switch gaveUp {
             case .atOnce: ending = ""
-            case .afterRetries(let count): ending = " (gave up after \(count == 1 ? "1 retry" : "\(count) retries"))"
+            case .afterRetries(let count): ending = " (gave up after \(Counted.text(count, "retry", plural: "retries")))"
             case .deadlineBeforeRetry: ending = " (the --max-time deadline comes before the next retry)"
             }
             return "transfer of \(url) failed: \(cause)\(ending)"

@@ -53,7 +53,7 @@ final class IsalInflater: DeflateEngine {
             throw StateRejected("its ISA-L inflate state comes from \(saved.layout), this build links \(Self.layout)")
         }
         guard saved.blob.count == MemoryLayout<inflate_state>.size else {
-            throw StateRejected("its ISA-L inflate state has \(saved.blob.count) bytes, not \(MemoryLayout<inflate_state>.size)")
+            throw StateRejected("its ISA-L inflate state has \(Counted.bytes(saved.blob.count)), not \(MemoryLayout<inflate_state>.size)")
         }
         saved.blob.withUnsafeBytes { blob in
             UnsafeMutableRawBufferPointer(start: UnsafeMutableRawPointer(state), count: blob.count).copyMemory(from: blob)

@@ -54,7 +54,7 @@ enum AttemptJudge {
                         .malformed(
                             .protocolViolation(
                                 server: path,
-                                reason: "\(path) is longer than the \(end) bytes its size said when it was opened (it grew while"
+                                reason: "\(path) is longer than the \(Counted.bytes(end)) its size said when it was opened (it grew while"
                                     + " being read, or its size says nothing, as in /proc); 'read PATH' reads such a file to its end")))
                 }
                 return .fail(

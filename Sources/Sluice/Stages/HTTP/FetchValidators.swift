@@ -48,7 +48,7 @@ struct FetchValidators: Sendable, Equatable {
             return "its Last-Modified changed from \(DisplayText.quoted(old)) to \(DisplayText.quoted(new))"
         }
         if let old = totalLength, let new = seen.totalLength, old != new {
-            return "its length changed from \(old) to \(new) bytes"
+            return "its length changed from \(Counted.bytes(old)) to \(Counted.bytes(new))"
         }
         return nil
     }

@@ -20,6 +20,9 @@ import Synchronization
 /// single transfer's policy at the segment's own offset; each response is judged against the
 /// first one's validators, so a change is "the remote changed" exactly as for one connection.
 /// An extra connection answered 200, 416, 429 or 503 closes (down to one) with a notice.
+/// The last one answered 200 or 416 shows the server does not serve ranges: it closes too, and
+/// this thread fetches the rest as one connection would from a server that ignores ranges
+/// (the whole resource, skipping what was delivered), so the ranges never add an error.
 /// The source offset the pipeline sees is always the in-order point, so checkpoints are exact.
 final class MultiFetch: @unchecked Sendable {
     // @unchecked Sendable: every mutable field lives in `shared`, a Mutex, except `deadline`,
@@ -63,6 +66,10 @@ final class MultiFetch: @unchecked Sendable {
     /// By default, extra connections wait until the head shows that the network, not the
     /// pipeline, is what the run waits for (the head's thread only, once set by its screen).
     private var probe: ConnectionProbe?
+    /// The last connection found that the server does not serve ranges (set by its screen,
+    /// read by this thread while it waits for the window). Not in `shared`: the window's
+    /// wait reads it under the window's lock, which `shared`'s holders may take.
+    private let rangesRefused = Atomic<Bool>(false)
 
     private struct Shared {
         /// Set once, by the head's first 200/206.
@@ -129,11 +136,20 @@ final class MultiFetch: @unchecked Sendable {
         }
         guard let window = planned, let end else { return }  // one connection did it all
         if headError != nil { startConnection(name: "head") }
-        let stopped = { [control] () -> Error? in control.isStopped ? (control.failure ?? .cancelled) : nil }
+        let stopped = { [control, self] () -> Error? in
+            if control.isStopped { return control.failure ?? .cancelled }
+            return self.rangesRefused.load(ordering: .acquiring) ? RangesRefused() : nil
+        }
         do {
             while window.inOrderOffset < end {
                 try window.deliver(limit: Self.deliveryPiece, stopped: stopped) { try sink.write($0) }
             }
+        } catch is RangesRefused {
+            // Every connection has closed and the window holds nothing at the in-order
+            // point: the rest straight into the pipeline, as one connection would fetch it.
+            workers.wait()
+            try source.transfer(from: window.inOrderOffset, deadline: deadline, into: sink, control: control, whole: true)
+            return
         } catch {
             throw stopAll(error)
         }
@@ -296,13 +312,13 @@ final class MultiFetch: @unchecked Sendable {
             }
             let reason = "HTTP \(head.statusText)"
             let closed = shared.withLock { state in
-                guard state.retire() else { return false }
+                guard state.retire() else { return status == 200 || status == 416 ? refuseRanges(&state, reason) : false }
                 // Under the lock, so the counts reach the user in the order they fell.
                 let left = state.alive
                 control.progress.emit(
                     .notice(
-                        "\(reason) to an extra range request; continuing with \(left)"
-                            + " connection\(left == 1 ? "" : "s")"))
+                        "\(reason) to an extra range request; continuing with"
+                            + " \(Counted.text(left, "connection"))"))
                 control.progress.emit(.connections(left))
                 return true
             }
@@ -310,6 +326,19 @@ final class MultiFetch: @unchecked Sendable {
             retired.reason = reason
         }
         return .failed(.permanent(.curl(code: Int(CURLE_ABORTED_BY_CALLBACK.rawValue), message: "closing this connection")))
+    }
+
+    /// The last connection was answered 200 or 416 to a range whose validators match: the
+    /// server does not serve ranges (under `shared`'s lock). It closes; `run`'s thread then
+    /// asks for the whole resource once, as one connection does when a server ignores ranges.
+    private func refuseRanges(_ state: inout Shared, _ reason: String) -> Bool {
+        state.alive -= 1
+        control.progress.emit(
+            .notice(
+                "\(reason) to a range request: the server does not serve ranges; asking for the whole resource"
+                    + " on one connection and skipping the bytes already delivered"))
+        rangesRefused.store(true, ordering: .releasing)
+        return true
     }
 
     /// How many of `count` bytes at the segment's claimed position belong to it.
@@ -403,6 +432,9 @@ private final class SegmentSink: ByteSink {
     func barrier(_ cut: Cut) throws {}
     func finish() throws {}
 }
+
+/// The ranges ended: the server refuses them (`MultiFetch.refuseRanges`).
+private struct RangesRefused: Error {}
 
 /// A connection reached the (possibly lowered) end of its segment mid-response.
 enum MultiFetchCut: Error {

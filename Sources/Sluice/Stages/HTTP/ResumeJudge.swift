@@ -93,7 +93,7 @@ struct ResumeJudge {
             // A total past the offset with the same validators is a server refusing a range it
             // holds: nothing shows which version it serves, so it counts as changed all the same.
             let length =
-                seen.totalLength.map { $0 > offset ? "it says it holds \($0) bytes, yet refuses that range" : "it is now \($0) bytes" }
+                seen.totalLength.map { $0 > offset ? "it says it holds \(Counted.bytes($0)), yet refuses that range" : "it is now \(Counted.bytes($0))" }
                 ?? "it no longer reaches that far"
             return .failed(.changed("\(server) cannot serve bytes from \(offset) on (HTTP 416: \(length))"))
         case 301, 302, 303, 307, 308:
@@ -123,7 +123,7 @@ struct ResumeJudge {
         seen.totalLength = head.contentLength
         if offset > 0, let reason = known?.contradiction(by: seen) { return .failed(.changed(reason)) }
         if let total = seen.totalLength, total < offset {
-            return .failed(.changed("it is now \(total) bytes, shorter than the resume offset \(offset)"))
+            return .failed(.changed("it is now \(Counted.bytes(total)), shorter than the resume offset \(offset)"))
         }
         return .deliver(skip: 0, seen: seen, end: seen.totalLength ?? known?.totalLength)
     }

@@ -154,7 +154,7 @@ struct MemberPath: Equatable, Hashable {
                 out.removeSubrange((out.lastIndex(of: slash) ?? 0)...)
                 continue
             }
-            guard length <= maxComponent else { throw PathRefusal("has a component longer than \(maxComponent) bytes") }
+            guard length <= maxComponent else { throw PathRefusal("has a component longer than \(Counted.bytes(maxComponent))") }
             if depth > 0 { out.append(slash) }
             out.append(contentsOf: raw[at..<stop])
             depth += 1
@@ -187,7 +187,7 @@ struct MemberPath: Equatable, Hashable {
 
     private static func checkCharacters(_ bytes: [UInt8], what: String) throws(PathRefusal) {
         guard !bytes.isEmpty else { throw PathRefusal("has an empty \(what)") }
-        guard bytes.count <= maxLength else { throw PathRefusal("has a \(what) longer than \(maxLength) bytes") }
+        guard bytes.count <= maxLength else { throw PathRefusal("has a \(what) longer than \(Counted.bytes(maxLength))") }
         guard !bytes.contains(where: { $0 < 0x20 || $0 == 0x7f }) else {
             throw PathRefusal("has a \(what) with a NUL, newline or other control character")
         }

@@ -90,7 +90,7 @@ struct TarReader {
         case .end: return
         case .member:
             throw TarError.corrupt(
-                offset: state.offset, reason: "the archive is truncated inside member \(state.members) of it (\(state.remaining) bytes missing)")
+                offset: state.offset, reason: "the archive is truncated inside member \(state.members) of it (\(Counted.bytes(state.remaining)) missing)")
         case .header where state.pending.isEmpty && state.members == 0:
             throw TarError.corrupt(offset: state.offset, reason: "the stream is empty, not a tar archive")
         default:
@@ -126,7 +126,7 @@ struct TarReader {
                 header.typeflag == UInt8(ascii: "L") || header.typeflag == UInt8(ascii: "K")
                 ? Self.maxLongName : Self.maxExtendedHeader
             guard header.size <= limit else {
-                throw TarError.corrupt(offset: blockStart, reason: "an extended header of \(header.size) bytes (the limit is \(limit))")
+                throw TarError.corrupt(offset: blockStart, reason: "an extended header of \(Counted.bytes(header.size)) (the limit is \(limit))")
             }
             state.extendedType = header.typeflag
             state.padding = Self.padding(after: header.size)
@@ -178,13 +178,13 @@ struct TarReader {
         }
         if let size = value("size") {
             guard let parsed = TarNumber.decimal(size) else {
-                throw TarError.corrupt(offset: offset, reason: "member \(TarName.display(entry.path)) has a bad pax size '\(TarName.display(size))'")
+                throw TarError.corrupt(offset: offset, reason: "member \(TarName.display(entry.path)) has a bad pax size \(TarName.display(size))")
             }
             entry.size = parsed
         }
         if let mtime = value("mtime") {
             guard let parsed = TarTime(pax: mtime) else {
-                throw TarError.corrupt(offset: offset, reason: "member \(TarName.display(entry.path)) has a bad pax mtime '\(TarName.display(mtime))'")
+                throw TarError.corrupt(offset: offset, reason: "member \(TarName.display(entry.path)) has a bad pax mtime \(TarName.display(mtime))")
             }
             entry.mtime = parsed
         }
@@ -326,7 +326,7 @@ public struct TarReaderState: Codable, Sendable, Equatable {
         let extendedTypes: [UInt8] = [UInt8(ascii: "x"), UInt8(ascii: "g"), UInt8(ascii: "L"), UInt8(ascii: "K")]
         switch phase {
         case .header, .endMarker:
-            if pending.count >= 512 { throw refuse("a header holds \(pending.count) bytes") }
+            if pending.count >= 512 { throw refuse("a header holds \(Counted.bytes(pending.count))") }
         case .extended:
             guard extendedTypes.contains(extendedType) else { throw refuse("unknown extended header type \(extendedType)") }
             let limit =
@@ -337,25 +337,25 @@ public struct TarReaderState: Codable, Sendable, Equatable {
         case .member:
             if remaining == 0 || !pending.isEmpty { throw refuse("member phase with nothing left") }
         case .padding:
-            if padding == 0 || padding >= 512 || !pending.isEmpty { throw refuse("padding of \(padding) bytes") }
+            if padding == 0 || padding >= 512 || !pending.isEmpty { throw refuse("padding of \(Counted.bytes(padding))") }
         case .end:
             if !pending.isEmpty { throw refuse("bytes pending after the end") }
         }
-        if padding >= 512 { throw refuse("padding of \(padding) bytes") }
+        if padding >= 512 { throw refuse("padding of \(Counted.bytes(padding))") }
         // Headers and data start on 512-byte boundaries of the stream, and the padding
         // after data ends on one: the offset must agree with the phase's counts.
         let (dataEnd, overflow) = offset.addingReportingOverflow(phase == .padding ? UInt64(padding) : remaining)
-        if overflow { throw refuse("offset \(offset) and \(remaining) bytes to come overflow") }
+        if overflow { throw refuse("offset \(offset) and \(Counted.bytes(remaining)) to come overflow") }
         switch phase {
         case .header, .endMarker:
-            if offset % 512 != UInt64(pending.count) { throw refuse("a header's \(pending.count) bytes do not end at offset \(offset)") }
+            if offset % 512 != UInt64(pending.count) { throw refuse("a header's \(Counted.bytes(pending.count)) do not end at offset \(offset)") }
         case .extended, .member:
             if phase == .extended, UInt64(pending.count) > offset || (offset - UInt64(pending.count)) % 512 != 0 {
-                throw refuse("an extended header's \(pending.count) bytes do not end at offset \(offset)")
+                throw refuse("an extended header's \(Counted.bytes(pending.count)) do not end at offset \(offset)")
             }
-            if padding != TarReader.padding(after: dataEnd) { throw refuse("padding of \(padding) bytes after data ending at \(dataEnd)") }
+            if padding != TarReader.padding(after: dataEnd) { throw refuse("padding of \(Counted.bytes(padding)) after data ending at \(dataEnd)") }
         case .padding:
-            if dataEnd % 512 != 0 { throw refuse("padding of \(padding) bytes from offset \(offset)") }
+            if dataEnd % 512 != 0 { throw refuse("padding of \(Counted.bytes(padding)) from offset \(offset)") }
         case .end:
             if offset < 1024 { throw refuse("the end of the archive at offset \(offset)") }
         }
@@ -367,7 +367,7 @@ public struct TarReaderState: Codable, Sendable, Equatable {
             }
         }
         for name in [longName, longLink].compactMap({ $0 }) where UInt64(name.bytes.count) > TarReader.maxLongName {
-            throw refuse("a long name of \(name.bytes.count) bytes")
+            throw refuse("a long name of \(Counted.bytes(name.bytes.count))")
         }
     }
 }

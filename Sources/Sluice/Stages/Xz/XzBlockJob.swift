@@ -1,4 +1,7 @@
 import CXz
+#if canImport(Glibc)
+import Glibc
+#endif
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -37,6 +40,15 @@ final class XzBlockJob: @unchecked Sendable {
     /// Bytes mapped for `output` (`cxz_map`).
     private var outputMapped = 0
     private(set) var failure: SluiceError?
+    /// Where a worker writes the output ahead of its turn, if anywhere: the file behind the
+    /// next stage, at the block's offset in the writer's coordinate (set by the stage's thread
+    /// before the job is queued; only blocks without filters besides LZMA2).
+    var aheadTarget: (writer: AheadWriter, offset: UInt64)?
+    /// The output went out ahead (`aheadTarget`): its size and CRC-64, to be announced in
+    /// order (`AheadWritingSink.advance`); `output` is nil then.
+    private(set) var writtenAhead: (count: UInt64, crc64: UInt64)?
+    /// Output written ahead goes out in pieces of at least this many bytes.
+    static let aheadPiece = 1 << 20
     /// `raw` is `cxz_map`'d (else allocated: small, or the system refused the mapping).
     private let rawMapped: Bool
 
@@ -138,15 +150,22 @@ final class XzBlockJob: @unchecked Sendable {
     /// `reusing`: an earlier block's output mapping to decode into (see `takeOutputMapping`);
     /// `room(n)` returns once its first n bytes may be overwritten (the next stage may still
     /// be writing it out), or false if they never will be.
+    /// `writingAhead`: write the output to `aheadTarget` as it is decoded (a block without
+    /// filters only), keeping in memory only the dictionary's reach behind the decoder.
     func decode(
         with lzma2: Lzma2Decoder, reusing spare: UnsafeMutableRawBufferPointer? = nil, room: (Int) -> Bool = { _ in true },
-        stopped: () -> Bool, awaiting: (Int) -> Bool
+        writingAhead: Bool = false, stopped: () -> Bool, awaiting: (Int) -> Bool
     ) {
         var position = header.size
+        var ahead = writingAhead && header.filters.isEmpty ? aheadTarget.map { XzAheadOutput($0.writer, at: $0.offset) } : nil
         do {
             output = try run(
                 lzma2, spare, stopped, { n in if !awaiting(min(n, count)) { throw SluiceError.cancelled } },
-                room: { n in if !room(n) { throw SluiceError.cancelled } }, at: &position)
+                room: { n in if !room(n) { throw SluiceError.cancelled } }, ahead: &ahead, at: &position)
+            if var done = ahead {
+                writtenAhead = (UInt64(done.written), done.checksum.value)
+                done.releaseAll(of: output)
+            }
         } catch let error as XzFormatError {
             failure = .corruptData(format: "xz", offset: offset &+ UInt64(position), reason: error.reason)
         } catch {
@@ -169,7 +188,7 @@ final class XzBlockJob: @unchecked Sendable {
     /// the output buffer are free. Each throws if that never comes.
     private func run(
         _ lzma2: Lzma2Decoder, _ spare: UnsafeMutableRawBufferPointer?, _ stopped: () -> Bool, _ awaiting: (Int) throws -> Void,
-        room: (Int) throws -> Void, at position: inout Int
+        room: (Int) throws -> Void, ahead: inout XzAheadOutput?, at position: inout Int
     ) throws -> UnsafeMutableRawBufferPointer {
         let compressed = Int(header.compressedSize ?? 0)
         let size = Int(header.uncompressedSize ?? 0)
@@ -219,10 +238,14 @@ final class XzBlockJob: @unchecked Sendable {
                 try room(lzma2.outputCount + Lzma2Decoder.outputLength(header: chunkHeader) + Int(CXZ_OUTPUT_SLACK))
                 let produced = try lzma2.decode(chunk: UnsafeRawBufferPointer(rebasing: raw[position..<(position + chunkLength)]))
                 if filtered != nil { try keep(filters.run(produced, final: false)) } else { check.update(produced) }
+                try ahead?.write(lzma2, dictionary: header.dictionarySize, final: false)
                 position += chunkLength
             }
             guard position == end else { throw XzFormatError("the block is shorter than its header's compressed size \(compressed)") }
             if filtered != nil { try keep(filters.run(UnsafeRawBufferPointer(start: nil, count: 0), final: true)) }
+            // Before the size is checked: written ahead is not counted (no advance) when the
+            // block then fails, and the decoder never produced more than the size.
+            try ahead?.write(lzma2, dictionary: header.dictionarySize, final: true)
         } catch {
             cxz_unmap(filtered?.baseAddress, size + 64)
             throw error
@@ -249,5 +272,53 @@ final class XzBlockJob: @unchecked Sendable {
             throw XzFormatError("\(check.name) mismatch in block \(blockNumber) of stream \(streamNumber)")
         }
         return result
+    }
+}
+
+/// A block's output written ahead as a worker decodes it: each piece (≥ `aheadPiece`) goes
+/// to the writer at its place, into the running CRC-64, and the whole pages behind the
+/// dictionary's reach (matches never look further back) go back to the system — so the
+/// worker holds about a dictionary and a piece of its block, not the whole block.
+struct XzAheadOutput {
+    private let writer: AheadWriter
+    private let offset: UInt64
+    /// Output bytes written so far, and their checksum alone.
+    private(set) var written = 0
+    private(set) var checksum = OutputChecksum()
+    /// Output bytes below this were given back (`madvise`), relative to the window's start.
+    private var released = 0
+    private static let page = Int(sysconf(Int32(_SC_PAGESIZE)))
+
+    init(_ writer: AheadWriter, at offset: UInt64) {
+        self.writer = writer
+        self.offset = offset
+    }
+
+    /// Writes what the decoder produced since the last piece (all of it when `final`).
+    mutating func write(_ lzma2: Lzma2Decoder, dictionary: UInt64, final: Bool) throws {
+        let decoded = lzma2.outputCount
+        guard decoded - written >= (final ? 1 : XzBlockJob.aheadPiece), let base = lzma2.windowBase else { return }
+        let piece = UnsafeRawBufferPointer(start: base + written, count: decoded - written)
+        let at = offset.addingReportingOverflowIfFits(UInt64(written)) ?? .max
+        try XzWaits.time(.workerWritesAhead) { try writer.write(piece, at: at) }
+        checksum.update(piece)
+        written = decoded
+        let reach = Int(min(dictionary, UInt64(decoded)))
+        release(base, below: decoded - reach)
+    }
+
+    /// Gives back every page of the written output (the block is done).
+    mutating func releaseAll(of output: UnsafeMutableRawBufferPointer?) {
+        guard let base = output?.baseAddress else { return }
+        release(base, below: written)
+    }
+
+    private mutating func release(_ base: UnsafeMutableRawPointer, below end: Int) {
+        let limit = min(end, written)
+        let start = (Int(bitPattern: base) + released + Self.page - 1) / Self.page * Self.page
+        let stop = (Int(bitPattern: base) + limit) / Self.page * Self.page
+        guard stop > start, let from = UnsafeMutableRawPointer(bitPattern: start) else { return }
+        _ = madvise(from, stop - start, MADV_DONTNEED)
+        released = stop - Int(bitPattern: base)
     }
 }

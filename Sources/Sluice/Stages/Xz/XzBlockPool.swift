@@ -275,9 +275,12 @@ final class XzBlockPool: @unchecked Sendable {
         while let entry = claim() {
             let (spare, lease) = takeSpare()
             entry.job.decode(
-                with: lzma2, reusing: spare, room: { count in lease.map { waitForRoom(count, in: $0) } ?? true },
+                with: lzma2, reusing: spare, room: { count in lease.map { waitForRoom(count, in: $0) } ?? true }, writingAhead: true,
                 stopped: { stopping.load(ordering: .relaxed) }, awaiting: { waitForBytes($0, of: entry) })
             if let lease { settle(lease, job: entry.job, lzma2: lzma2) }
+            // Written ahead, the output is in the file already: its mapping (pages given back)
+            // is the next block's at once.
+            if entry.job.writtenAhead != nil, let mapping = entry.job.takeOutputMapping() { recycle(mapping) }
             markDone(entry)
         }
         XzWaits.addThreadCPU(.workerCPU)

@@ -25,6 +25,8 @@ enum XzWaits {
         case workerWaitsForBytes
         /// A worker: waiting for the last block's output buffer to come back from the sink.
         case workerWaitsForBuffer
+        /// A worker: writing its block's output ahead into the file (`XzAheadOutput`).
+        case workerWritesAhead
         /// CPU time of the stage's thread and of the workers (at their end).
         case stageCPU
         case workerCPU

@@ -1,0 +1,79 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A run that renamed its output into place and was killed before it removed its
+/// checkpoint leaves `PATH` complete, no partial file, and a checkpoint whose file state
+/// describes the partial file at its last cut. A rerun used to find the partial file
+/// missing and start over from zero.
+///
+/// What can be proven: `PATH` begins with exactly the bytes the checkpoint records (its
+/// length and CRC-64, the check a resume makes of a partial file). What cannot: the bytes
+/// after them, written after that cut. So sluice never declares `PATH` good from this alone;
+/// it copies those recorded bytes to a new partial file and resumes there, so only the
+/// stretch after the last checkpoint runs again and every check (the digest, the
+/// decoders' trailers) is made before the result replaces `PATH`. `PATH` stays as it is
+/// until then.
+enum PublishedOutput {
+    /// When the checkpoint's file output is missing its partial file and `output.path`
+    /// begins with the recorded bytes: makes the partial file from them and returns the
+    /// notice that says what happened; nil (touching nothing) otherwise.
+    static func reopen(_ state: FileSinkState, output: OutputTarget) throws -> String? {
+        guard let source = try published(state, path: output.path, partialPath: output.partialPath) else { return nil }
+        defer { close(source) }
+        let partial = try POSIX.createNew(output.partialPath, mode: 0o644)
+        do {
+            defer { close(partial) }
+            try copy(state.bytesWritten, from: source, to: partial, path: output.partialPath)
+            try POSIX.fsync(partial, path: output.partialPath)
+        } catch {
+            unlink(output.partialPath)
+            throw error
+        }
+        let shown = DisplayText.escaped(output.path)
+        return "\(shown) is there and begins with the \(Counted.bytes(state.bytesWritten)) the checkpoint records: the last"
+            + " run most likely finished and was stopped before it removed its checkpoint; resuming from that checkpoint"
+            + " on a copy of those bytes, so the rest is checked again before the result replaces \(shown)"
+            + " (which stays as it is until then)"
+    }
+
+    /// Whether a rerun would resume on the published output (for `sluice inspect`; reads only).
+    static func wouldReopen(_ state: FileSinkState) -> Bool {
+        guard let fd = try? published(state, path: state.path, partialPath: FileSink.partialPath(for: state.path)) else { return false }
+        close(fd)
+        return true
+    }
+
+    /// `path` opened for reading when the partial file is missing and `path` is a regular
+    /// file that begins with the recorded bytes; nil otherwise.
+    private static func published(_ state: FileSinkState, path: String, partialPath: String) throws -> Int32? {
+        guard state.bytesWritten > 0, POSIX.lstatFacts(partialPath) == nil, let found = POSIX.lstatFacts(path),
+            found.kind == .regular, found.size >= state.bytesWritten,
+            let fd = try? POSIX.openRegular(path, access: O_RDONLY, operation: "open")
+        else { return nil }
+        do {
+            if try OutputChecksum.of(fd, from: 0, count: state.bytesWritten, path: path) == OutputChecksum(state.crc64) { return fd }
+        } catch {
+            close(fd)
+            throw error
+        }
+        close(fd)
+        return nil
+    }
+
+    /// The first `count` bytes of `source` into `target` (Glibc's copy_file_range is not
+    /// imported into Swift; the bytes are in the page cache from the check just made).
+    private static func copy(_ count: UInt64, from source: Int32, to target: Int32, path: String) throws {
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 4096)
+        defer { buffer.deallocate() }
+        var position: UInt64 = 0
+        let end = count
+        while position < end {
+            let n = pread(source, buffer.baseAddress, Int(min(UInt64(buffer.count), end - position)), off_t(position))
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { throw SluiceError.io(path: path, operation: "copy the published output into", errno: n < 0 ? errno : EIO) }
+            try POSIX.writeAll(target, UnsafeRawBufferPointer(rebasing: buffer[0..<n]), path: path)
+            position += UInt64(n)
+        }
+    }
+}
