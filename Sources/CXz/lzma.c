@@ -185,18 +185,31 @@ int cxz_lzma_decode(cxz_lzma *m, cxz_window *w, const uint8_t *in, size_t in_siz
                     REVERSE_TREE(probs + CXZ_DIST_SPECIAL + dist - slot - 1, direct, dist);
                 } else {
                     uint32_t high = 0;
-                    for (uint32_t i = 0; i < direct - 4; i++) {
-                        // A fixed-probability bit: 1 when code - range/2 stays below 2^31.
-                        range >>= 1;
-                        const uint32_t d = code - range, neg = d >> 31;
-                        code = UNPREDICTABLE(neg) ? code : d;
-                        high = (high << 1) + (neg ^ 1);
-                        NORMALIZE_NB
-                    }
+#define DIRECT_BIT { \
+                        /* A fixed-probability bit: 1 when code - range/2 stays below 2^31. */ \
+                        range >>= 1; \
+                        const uint32_t d_ = code - range, neg_ = d_ >> 31; \
+                        code = UNPREDICTABLE(neg_) ? code : d_; \
+                        high = (high << 1) + (neg_ ^ 1); \
+                        NORMALIZE_NB }
+                    // A far match's first load waits for memory, and the next symbol (a literal
+                    // reading the match's last byte) waits for that load, so the source is
+                    // fetched as early as it is narrowed down: when all but the last `late`
+                    // direct bits and the 4 align bits are known it lies in a span of 2^(late+4)
+                    // bytes, whose 2^(late-2)+1 cache lines are fetched while those bits decode.
+                    // Five bits early (9 lines) decoded the 64 MiB corpus ~11% faster than
+                    // fetching 2 lines before the align bits; six (17 lines) gained little more.
+                    // Prefetches do not fault, and the address is computed in uintptr_t: a
+                    // distance beyond the history only fetches a useless line and is refused
+                    // below, before any byte is read.
+                    const uint32_t late = direct - 4 < 5 ? direct - 4 : 5;
+                    for (uint32_t i = 0; i < direct - 4 - late; i++) DIRECT_BIT
+                    const uintptr_t span_end = (uintptr_t)out - dist - (high << (late + 4));
+                    __builtin_prefetch((const void *)(span_end - (1u << (late + 4))));
+                    for (uint32_t k = 0; k < (1u << (late + 4)); k += 64) __builtin_prefetch((const void *)(span_end - 1 - k));
+                    for (uint32_t i = 0; i < late; i++) DIRECT_BIT
+#undef DIRECT_BIT
                     dist += high << 4;
-                    // The match's source is known but for the 4 align bits: fetch it while they decode.
-                    __builtin_prefetch((const void *)((uintptr_t)out - dist - 16));
-                    __builtin_prefetch((const void *)((uintptr_t)out - dist - 1));
                     REVERSE_TREE(probs + CXZ_ALIGN, 4, dist);
                     if (dist == 0xFFFFFFFFu) { err = CXZ_ERR_END_MARK; break; }
                 }
