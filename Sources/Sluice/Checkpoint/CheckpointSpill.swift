@@ -77,28 +77,13 @@ final class CheckpointSpill: @unchecked Sendable {
             guard fd >= 0, Self.leavesRoom(fd, after: pieces.reduce(0) { $0 + UInt64($1.count) }) else { return nil }
             let start = length
             for piece in pieces {
-                try writeAll(piece, at: length)
+                try POSIX.writeAll(fd, piece, at: length, path: checkpointPath, operation: Self.writeOperation)
                 length += UInt64(piece.count)
             }
             return SpilledBytes(file: self, offset: start, count: Int(length - start))
         } catch {
             firstFailure = error
             return nil
-        }
-    }
-
-    private func writeAll(_ piece: UnsafeRawBufferPointer, at offset: UInt64) throws(SluiceError) {
-        guard let base = piece.baseAddress else { return }
-        var done = 0
-        while done < piece.count {
-            let n = pwrite(fd, base + done, piece.count - done, off_t(offset) + off_t(done))
-            if n > 0 {
-                done += n
-            } else if n < 0 && errno == EINTR {
-                continue
-            } else {
-                throw Self.failed(checkpointPath, errno: n == 0 ? ENOSPC : errno)
-            }
         }
     }
 
@@ -166,8 +151,10 @@ final class CheckpointSpill: @unchecked Sendable {
         throw failed(checkpointPath, errno: code)
     }
 
+    private static let writeOperation = "write the next checkpoint's state beside"
+
     private static func failed(_ checkpointPath: String, errno code: Int32) -> SluiceError {
-        .io(path: checkpointPath, operation: "write the next checkpoint's state beside", errno: code)
+        .io(path: checkpointPath, operation: writeOperation, errno: code)
     }
 }
 

@@ -209,15 +209,7 @@ final class FileAheadWriter: AheadWriter {
         guard let start = base.addingReportingOverflowIfFits(offset),
             let end = start.addingReportingOverflowIfFits(UInt64(bytes.count)), end <= UInt64(Int64.max)
         else { throw SluiceError.unexpected("an ahead write past the largest file offset") }
-        var done = 0
-        while done < bytes.count {
-            let n = pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(start + UInt64(done)))
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw SluiceError.io(path: path, operation: "write to", errno: errno)
-            }
-            done += n
-        }
+        try POSIX.writeAll(fd, bytes, at: start, path: path)
     }
 }
 

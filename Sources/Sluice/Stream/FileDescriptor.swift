@@ -19,6 +19,25 @@ enum POSIX {
         }
     }
 
+    /// Writes all of `bytes` at `offset` (`pwrite`: the file position stays), retrying short
+    /// writes and EINTR; a write that takes nothing is a full disk.
+    static func writeAll(
+        _ fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: UInt64, path: String, operation: String = "write to"
+    ) throws(SluiceError) {
+        guard let base = bytes.baseAddress else { return }
+        var done = 0
+        while done < bytes.count {
+            let n = pwrite(fd, base + done, bytes.count - done, off_t(offset) + off_t(done))
+            if n > 0 {
+                done += n
+            } else if n < 0 && errno == EINTR {
+                continue
+            } else {
+                throw .io(path: path, operation: operation, errno: n == 0 ? ENOSPC : errno)
+            }
+        }
+    }
+
     /// Reads up to `buffer.count` bytes; 0 at end of file.
     static func read(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, path: String) throws -> Int {
         while true {
