@@ -31,3 +31,15 @@ func write(_ bytes: [UInt8], to sink: ByteSink, chunk: Int) throws {
         i = end
     }
 }
+
+/// Writes `bytes` to `sink` in pieces of `chunk` bytes and finishes it; the error that
+/// stopped it, or nil when it went through.
+func failureWriting(_ bytes: [UInt8], to sink: ByteSink, chunk: Int) -> Error? {
+    do {
+        try write(bytes, to: sink, chunk: chunk)
+        try sink.finish()
+        return nil
+    } catch {
+        return error
+    }
+}

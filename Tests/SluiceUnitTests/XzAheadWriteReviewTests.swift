@@ -10,12 +10,6 @@ import Glibc
 /// lengths no test can write out, more decoders than the machine's cores, and a partial
 /// file changed where workers wrote ahead before a resume.
 final class XzAheadWriteReviewTests: XCTestCase {
-    private static func checksum(_ bytes: ArraySlice<UInt8>) -> OutputChecksum {
-        var c = OutputChecksum()
-        Array(bytes).withUnsafeBytes { c.update($0) }
-        return c
-    }
-
     private static func combined(_ a: UInt64, _ b: UInt64, _ count: UInt64) -> UInt64 {
         var c = OutputChecksum(a)
         c.append(crc64: b, count: count)
@@ -39,9 +33,9 @@ final class XzAheadWriteReviewTests: XCTestCase {
         // A real concatenation with a one-byte and an empty second part.
         let data = makeTestData(count: 1000, seed: 302)
         for split in [0, 1, 999, 1000] {
-            var c = Self.checksum(data[..<split])
-            c.append(crc64: Self.checksum(data[split...]).value, count: UInt64(data.count - split))
-            XCTAssertEqual(c, Self.checksum(data[...]), "split at \(split)")
+            var c = XzAheadWriteTests.checksum(data[..<split])
+            c.append(crc64: XzAheadWriteTests.checksum(data[split...]).value, count: UInt64(data.count - split))
+            XCTAssertEqual(c, XzAheadWriteTests.checksum(data[...]), "split at \(split)")
         }
     }
 

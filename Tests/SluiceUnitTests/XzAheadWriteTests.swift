@@ -11,7 +11,8 @@ import Glibc
 /// keep its checksum without seeing the bytes, the file sink's side, and the whole path —
 /// output, cuts with bytes ahead in the file, a block that lies about its size.
 final class XzAheadWriteTests: XCTestCase {
-    private static func checksum(_ bytes: ArraySlice<UInt8>) -> OutputChecksum {
+    /// The checksum `OutputChecksum` keeps for `bytes` written in order.
+    static func checksum(_ bytes: ArraySlice<UInt8>) -> OutputChecksum {
         var c = OutputChecksum()
         Array(bytes).withUnsafeBytes { c.update($0) }
         return c
@@ -158,13 +159,7 @@ final class XzAheadWriteTests: XCTestCase {
         let relay = try Relay(next: try FileSink(path: out), control: RunControl(progress: ProgressReporter(handler: nil)), name: "test")
         let decoder = try XzDecoder(next: relay, decoders: 2)
         decoder.misplaceAheadForTests = 1
-        var failure: Error?
-        do {
-            try write(xz, to: decoder, chunk: 65_536)
-            try decoder.finish()
-        } catch {
-            failure = error
-        }
+        let failure = failureWriting(xz, to: decoder, chunk: 65_536)
         guard case SluiceError.unexpected(let reason)? = failure as? SluiceError else {
             return XCTFail("expected the misplaced block to be refused, got \(String(describing: failure))")
         }
@@ -237,13 +232,7 @@ final class XzAheadWriteTests: XCTestCase {
                 let out = dir + "/lie-\(block)-\(lie)"
                 let sink = try FileSink(path: out)
                 let decoder = try XzDecoder(next: sink, decoders: 2)
-                var failure: Error?
-                do {
-                    try write(bad, to: decoder, chunk: 65_536)
-                    try decoder.finish()
-                } catch {
-                    failure = error
-                }
+                let failure = failureWriting(bad, to: decoder, chunk: 65_536)
                 guard case SluiceError.corruptData(_, let offset, _)? = failure as? SluiceError else {
                     XCTFail("block \(block + 1) declares \(lie) bytes more: \(String(describing: failure))")
                     continue
@@ -271,13 +260,7 @@ final class XzAheadWriteTests: XCTestCase {
         for failing in [1, 2, 3, 4, 6] {
             let sink = FullDiskSink(failingAt: UInt64(failing * 150_000))
             let decoder = try XzDecoder(next: sink, decoders: 2)
-            var failure: Error?
-            do {
-                try write(xz, to: decoder, chunk: 65_536)
-                try decoder.finish()
-            } catch {
-                failure = error
-            }
+            let failure = failureWriting(xz, to: decoder, chunk: 65_536)
             guard case SluiceError.io(let path, let operation, let code)? = failure as? SluiceError else {
                 XCTFail("block \(failing + 1): \(String(describing: failure))")
                 continue
