@@ -16,8 +16,7 @@ final class OutputMeter: AheadWritingSink {
     func aheadWriter() -> AheadWriter? { (next as? AheadWritingSink)?.aheadWriter() }
 
     func advance(_ count: UInt64, crc64: UInt64) throws {
-        guard let taker = next as? AheadWritingSink else { throw SluiceError.unexpected("an advance to a sink that takes no bytes ahead") }
-        try taker.advance(count, crc64: crc64)
+        try next.passAdvance(count, crc64: crc64)
         control.countOutput(Int(clamping: count))
     }
 

@@ -133,10 +133,7 @@ final class Relay: BufferLendingSink, HandOverSink, AheadWritingSink, @unchecked
                     if !failed { try writeHandedOver(bytes, released) }
                 case .advance(let count, let crc64):
                     guard !failed else { break }
-                    guard let taker = next as? AheadWritingSink else {
-                        throw SluiceError.unexpected("an advance to a sink that takes no bytes ahead")
-                    }
-                    try taker.advance(count, crc64: crc64)
+                    try next.passAdvance(count, crc64: crc64)
                 case .barrier(let cut):
                     if !failed { try next.barrier(cut) }
                 case .finish:

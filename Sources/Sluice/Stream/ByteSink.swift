@@ -124,6 +124,15 @@ protocol AheadWritingSink: ByteSink {
     func advance(_ count: UInt64, crc64: UInt64) throws
 }
 
+extension ByteSink {
+    /// Passes an `advance` on from a sink in front (a relay, the output meter): only a sink
+    /// that handed out an ahead writer can be told bytes are already there.
+    func passAdvance(_ count: UInt64, crc64: UInt64) throws {
+        guard let taker = self as? AheadWritingSink else { throw SluiceError.unexpected("an advance to a sink that takes no bytes ahead") }
+        try taker.advance(count, crc64: crc64)
+    }
+}
+
 /// Another sink's ahead writer, seen from a sink in front of it that had already accepted
 /// `shift` bytes (in that sink's coordinate) when it handed this one out.
 final class ShiftedAheadWriter: AheadWriter {
