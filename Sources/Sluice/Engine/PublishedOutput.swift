@@ -61,8 +61,10 @@ enum PublishedOutput {
         return nil
     }
 
-    /// The first `count` bytes of `source` into `target` (Glibc's copy_file_range is not
-    /// imported into Swift; the bytes are in the page cache from the check just made).
+    /// The first `count` bytes of `source` into `target`, by reading and writing: this runs
+    /// once, after a rare kill, on bytes the check just made brought into the page cache, so
+    /// `sluice_copy_file_range` and the fallback it needs elsewhere (`CheckpointSpill`) would
+    /// buy nothing here.
     private static func copy(_ count: UInt64, from source: Int32, to target: Int32, path: String) throws {
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 4096)
         defer { buffer.deallocate() }
