@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import XCTest
 @testable import Sluice
 @testable import SluiceTestSupport
@@ -26,7 +27,7 @@ final class CheckpointReplacedTests: XCTestCase {
         XCTAssertEqual(unlink(path), 0)
         try precious.write(to: URL(fileURLWithPath: path))
         XCTAssertThrowsError(try store.save(sample())) { error in
-            guard case .unsafePath(let at, _)? = error as? SluiceError else { return XCTFail("\(error)") }
+            guard case .obstructed(let at, _)? = error as? SluiceError else { return XCTFail("\(error)") }
             XCTAssertEqual(at, path)
         }
         XCTAssertEqual(FileManager.default.contents(atPath: path), precious)
@@ -45,7 +46,7 @@ final class CheckpointReplacedTests: XCTestCase {
             try content.write(to: URL(fileURLWithPath: store.temporaryPath))
             XCTAssertFalse(CheckpointStore.isLeftoverTemporary(store.temporaryPath))
             XCTAssertThrowsError(try store.save(sample())) { error in
-                guard case .unsafePath(let at, let reason)? = error as? SluiceError else { return XCTFail("\(error)") }
+                guard case .obstructed(let at, let reason)? = error as? SluiceError else { return XCTFail("\(error)") }
                 XCTAssertEqual(at, store.temporaryPath)
                 XCTAssertTrue(reason.contains("sluice leaves it"), reason)
             }
@@ -90,5 +91,86 @@ final class CheckpointReplacedTests: XCTestCase {
         XCTAssertEqual(error.exitCode, 2)
         store.remove()
         XCTAssertFalse(FileManager.default.fileExists(atPath: path))
+    }
+
+    /// F1: something put at `C.tmp` while a run goes on (a file, a link, a FIFO, a directory)
+    /// stopped it with exit 2, whose row says nothing was created, though the partial output
+    /// and the checkpoint stay (the rerun resumes once it is moved). It is a local fault like a
+    /// failed write: exit 6, naming the name, and what was put there is left as it is.
+    func testSomethingPutAtTheTemporaryNameDuringARunStopsItWithExit6AndStaysUntouched() throws {
+        for kind in PlantedKind.allCases {
+            let dir = try makeTemporaryDirectory(self)
+            let (fifo, writer) = try EndlessWriter.fifo(in: dir)
+            defer { writer.stop() }
+            let out = dir + "/out"
+            let temporary = CheckpointStore.temporaryPath(for: out + ".sluice")
+            let planted = Mutex(false)
+            var options = PipelineOptions()
+            options.checkpointInterval = 64 << 10
+            options.progress = { event in
+                // After a checkpoint was stored: the next one meets what is put there.
+                guard case .checkpoint(let offset, _) = event, offset > 0 else { return }
+                let first = planted.withLock { (done: inout Bool) -> Bool in
+                    defer { done = true }
+                    return !done
+                }
+                guard first else { return }
+                do {
+                    try kind.plant(at: temporary, in: dir)
+                } catch {
+                    XCTFail("\(kind): \(error)")
+                }
+            }
+            let pipeline = Pipeline(spec: try PipelineSpec(parsing: "read \(fifo) | file \(out)"), options: options)
+            // The FIFO never ends: only the failure (or this guard, failing the test) stops the run.
+            DispatchQueue.global().asyncAfter(deadline: .now() + 60) { pipeline.cancel() }
+            XCTAssertThrowsError(try pipeline.run(), "\(kind)") { error in
+                guard case .obstructed(let path, let reason)? = error as? SluiceError else { return XCTFail("\(kind): \(error)") }
+                XCTAssertEqual(path, temporary)
+                XCTAssertEqual((error as? SluiceError)?.exitCode, 6)
+                XCTAssertTrue(reason.contains(kind.named), "\(kind): \(reason)")
+            }
+            XCTAssertEqual(POSIX.lstatFacts(temporary)?.kind, kind.fileKind, "\(kind) was not left as it was")
+            if kind == .file { XCTAssertEqual(FileManager.default.contents(atPath: temporary), Data("my notes\n".utf8)) }
+            if kind == .symlink { XCTAssertEqual(FileManager.default.contents(atPath: dir + "/victim"), Data("mine".utf8)) }
+            let checkpoint = try XCTUnwrap(try CheckpointStore(path: out + ".sluice").load(), "\(kind): the last checkpoint is gone")
+            XCTAssertGreaterThan(checkpoint.source.offset, 0)
+            XCTAssertGreaterThanOrEqual(POSIX.lstatFacts(out + ".sluice-part")?.size ?? 0, checkpoint.source.offset, "\(kind)")
+            XCTAssertFalse(FileManager.default.fileExists(atPath: out))
+        }
+    }
+
+    private enum PlantedKind: CaseIterable {
+        case file, symlink, fifo, directory
+
+        var fileKind: FileKind {
+            switch self {
+            case .file: return .regular
+            case .symlink: return .symlink
+            case .fifo: return .fifo
+            case .directory: return .directory
+            }
+        }
+
+        /// How the message names it.
+        var named: String {
+            switch self {
+            case .file: return "a file"
+            case .symlink: return "a symbolic link"
+            case .fifo: return "a FIFO"
+            case .directory: return "a directory"
+            }
+        }
+
+        func plant(at path: String, in dir: String) throws {
+            switch self {
+            case .file: try Data("my notes\n".utf8).write(to: URL(fileURLWithPath: path))
+            case .symlink:
+                try Data("mine".utf8).write(to: URL(fileURLWithPath: dir + "/victim"))
+                try HostileFile.symlink(at: path, to: dir + "/victim")
+            case .fifo: try HostileFile.fifo(at: path)
+            case .directory: try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false)
+            }
+        }
     }
 }

@@ -177,9 +177,11 @@ public final class CheckpointStore: @unchecked Sendable {
         // a file put there during the run that is not a checkpoint is someone's, not ours.
         guard ownsWhateverIsAtPath() else {
             unlink(temporaryPath)
-            throw SluiceError.unsafePath(
+            throw SluiceError.obstructed(
                 path: path,
-                reason: "it was replaced during the run by a file that is not a sluice checkpoint; sluice leaves that file as it is")
+                reason:
+                    "it was replaced during the run by a file that is not a sluice checkpoint; sluice leaves that file as it is,"
+                    + " and without its checkpoint a rerun starts over")
         }
         guard rename(temporaryPath, path) == 0 else {
             let code = errno
@@ -212,13 +214,22 @@ public final class CheckpointStore: @unchecked Sendable {
         }
     }
 
-    /// A file sluice did not make stands at the temporary name (put there during the run:
-    /// one there before it is refused by `RunPaths`).
+    /// Something sluice did not make stands at the temporary name, put there during the run
+    /// (one there before it is refused by `RunPaths`, exit 2): a local fault like a failed
+    /// write (exit 6), which leaves the partial output and the last checkpoint for a resume.
     private static func foreignTemporary(_ path: String) -> SluiceError {
-        .unsafePath(
+        let what: String
+        switch POSIX.lstatFacts(path)?.kind {
+        case .symlink?: what = "a symbolic link"
+        case .directory?: what = "a directory"
+        case .fifo?: what = "a FIFO"
+        case .regular?: what = "a file that is not a checkpoint sluice left"
+        default: what = "something that is not a regular file"
+        }
+        return .obstructed(
             path: path,
-            reason: "sluice writes its checkpoint there first, and a file it did not make (one that does not begin as a whole"
-                + " checkpoint) stands there; sluice leaves it: move it away and rerun to resume")
+            reason: "sluice writes each checkpoint there before renaming it into place, and \(what) was put there during the run;"
+                + " sluice leaves it as it is and keeps the last checkpoint, so a rerun resumes from it")
     }
 
     /// Removes the checkpoint and its temporary file: only a regular file that starts as a
