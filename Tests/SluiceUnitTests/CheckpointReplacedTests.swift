@@ -36,7 +36,7 @@ final class CheckpointReplacedTests: XCTestCase {
         XCTAssertEqual(FileManager.default.contents(atPath: path), precious, "the end of the run removes only a checkpoint")
     }
 
-    /// A file at `C.tmp` that does not begin as a whole checkpoint (empty, a few bytes) was
+    /// A file at `C.tmp` that is not a whole checkpoint (empty, a few bytes) was
     /// never sluice's — saves link theirs there only complete — so neither a save nor the end
     /// of the run removes it; a save put beside it during the run stops and says so. A whole
     /// checkpoint there (a save interrupted before its rename) is removed as before.
@@ -44,7 +44,7 @@ final class CheckpointReplacedTests: XCTestCase {
         let (store, _) = try store()
         for content in [Data(), Data("{\"mac\":\"hmac".utf8), Data("notes\n".utf8)] {
             try content.write(to: URL(fileURLWithPath: store.temporaryPath))
-            XCTAssertFalse(CheckpointStore.isLeftoverTemporary(store.temporaryPath))
+            XCTAssertFalse(CheckpointStore.isLeftoverTemporary(store.temporaryPath, keyDirectory: store.keyDirectory))
             XCTAssertThrowsError(try store.save(sample())) { error in
                 guard case .obstructed(let at, let reason)? = error as? SluiceError else { return XCTFail("\(error)") }
                 XCTAssertEqual(at, store.temporaryPath)
@@ -57,9 +57,47 @@ final class CheckpointReplacedTests: XCTestCase {
         try store.save(sample())
         XCTAssertFalse(FileManager.default.fileExists(atPath: store.temporaryPath), "a save leaves nothing there")
         XCTAssertEqual(link(store.path, store.temporaryPath), 0)
-        XCTAssertTrue(CheckpointStore.isLeftoverTemporary(store.temporaryPath))
+        XCTAssertTrue(CheckpointStore.isLeftoverTemporary(store.temporaryPath, keyDirectory: store.keyDirectory))
         try store.save(sample())
         XCTAssertFalse(FileManager.default.fileExists(atPath: store.temporaryPath))
+    }
+
+    /// F2: a file at `C.tmp` was judged by its first 20 bytes, so a checkpoint cut short (a
+    /// copy interrupted) or a text file that begins like one was deleted as sluice's. Only a
+    /// whole checkpoint sealed with this user's key is provably what a save left; anything
+    /// else is refused before the run (naming it), stops a save during it, and is kept.
+    func testAFileThatOnlyBeginsLikeACheckpointAtTheTemporaryNameIsKept() throws {
+        let (store, path) = try store()
+        try store.save(sample())
+        let whole = try XCTUnwrap(FileManager.default.contents(atPath: path))
+        let elsewhere = CheckpointStore(path: path + "-elsewhere", keyDirectory: path + "-other-state")
+        try elsewhere.save(sample())
+        let lookalikes: [(String, Data)] = [
+            ("cut short in its JSON", whole.prefix(40)),
+            ("cut short by one byte", whole.dropLast()),
+            ("a text file that begins like one", Data("{\"mac\":\"hmac-sha256:00ff\",\"format\": my notes\n".utf8)),
+            ("sealed with another key", try XCTUnwrap(FileManager.default.contents(atPath: elsewhere.path))),
+        ]
+        let temporary = store.temporaryPath
+        for (what, content) in lookalikes {
+            try content.write(to: URL(fileURLWithPath: temporary))
+            XCTAssertFalse(CheckpointStore.isLeftoverTemporary(temporary, keyDirectory: store.keyDirectory), what)
+            let refusal = RunPaths(output: nil, checkpoint: path, input: nil, stdout: nil)
+                .problem(probe: .live(keyDirectory: store.keyDirectory))
+            if case .unsafePath(let at, let reason)? = refusal {
+                XCTAssertEqual(at, temporary, what)
+                XCTAssertTrue(reason.contains("sluice leaves it"), reason)
+            } else {
+                XCTFail("\(what): not refused before the run: \(String(describing: refusal))")
+            }
+            XCTAssertThrowsError(try store.save(sample()), what) { error in
+                guard case .obstructed(let at, _)? = error as? SluiceError else { return XCTFail("\(what): \(error)") }
+                XCTAssertEqual(at, temporary, what)
+            }
+            store.remove()
+            XCTAssertEqual(FileManager.default.contents(atPath: temporary), content, "\(what): deleted or changed")
+            XCTAssertEqual(unlink(temporary), 0)
+        }
     }
 
     func testTheStoresOwnCheckpointIsReplacedAndRemoved() throws {

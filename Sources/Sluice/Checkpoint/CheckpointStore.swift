@@ -40,8 +40,8 @@ enum StoredCheckpoint: Equatable {
 /// Nothing here follows a symbolic link or blocks on a FIFO: the checkpoint is opened
 /// with O_NOFOLLOW|O_NONBLOCK and must be a regular file; the temporary file is written
 /// without a name (O_TMPFILE) and linked to `C.tmp` only once complete and fsync'd, so
-/// whatever is planted at that name is never written through, and a file there that does
-/// not begin as a whole checkpoint (an empty one included) is provably not ours and is left
+/// whatever is planted at that name is never written through, and only a whole checkpoint
+/// sealed with this user's key there is taken for ours and removed; anything else is left
 /// alone. Where the filesystem has no O_TMPFILE, `C.tmp` is created with O_EXCL|O_NOFOLLOW.
 public final class CheckpointStore: @unchecked Sendable {
     public let path: String
@@ -157,7 +157,7 @@ public final class CheckpointStore: @unchecked Sendable {
         let temporaryPath = self.temporaryPath
         // A temporary file left by a crash (we hold the lock, so it is not another run's);
         // anything else at the name is someone's file, and linking or creating ours below fails on it.
-        if Self.isLeftoverTemporary(temporaryPath) { unlink(temporaryPath) }
+        if holdsLeftoverTemporary() { unlink(temporaryPath) }
         let (fd, named) = try createTemporary()
         do {
             defer { close(fd) }
@@ -236,7 +236,7 @@ public final class CheckpointStore: @unchecked Sendable {
     /// checkpoint does, so a link, a FIFO or a file someone put there is left alone.
     public func remove() {
         if POSIX.lstatFacts(path) != nil, ownsWhateverIsAtPath() { unlink(path) }
-        if Self.isLeftoverTemporary(temporaryPath) { unlink(temporaryPath) }
+        if holdsLeftoverTemporary() { unlink(temporaryPath) }
     }
 
     /// Every checkpoint file starts like this (format 3: the MAC first; before it, sorted
@@ -269,15 +269,24 @@ public final class CheckpointStore: @unchecked Sendable {
         return openings.contains { start.starts(with: $0) }
     }
 
-    /// Whether the regular file at `path` is what a save interrupted before its rename
-    /// leaves: a file that begins as a whole checkpoint does. A save links its file to the
-    /// temporary name only once it is complete, so anything else there — an empty file, a
-    /// few bytes, someone's `notes.tmp` beside `--checkpoint notes` — is not sluice's and is
-    /// never removed. (Where the filesystem has no O_TMPFILE a crash can leave an empty
-    /// `C.tmp` of ours: it cannot be told from someone's, so it is refused all the same.)
-    static func isLeftoverTemporary(_ path: String) -> Bool {
-        guard let start = openingBytes(of: path) else { return false }
-        return openings.contains { start.starts(with: $0) }
+    /// Whether the temporary name holds what a save interrupted before its rename leaves.
+    private func holdsLeftoverTemporary() -> Bool {
+        Self.isLeftoverTemporary(temporaryPath, keyDirectory: keyDirectory)
+    }
+
+    /// Whether the regular file at `path` is provably what a save interrupted before its
+    /// rename leaves: a save links its file to the temporary name only once it is complete,
+    /// so that is a whole checkpoint, sealed with this user's key (in `keyDirectory`).
+    /// Anything else there — an empty file, a checkpoint cut short, someone's `notes.tmp`
+    /// beside `--checkpoint notes` that begins like one, a checkpoint another key sealed — is
+    /// not provably sluice's and is never removed. (Where the filesystem has no O_TMPFILE a
+    /// crash can leave a partial `C.tmp` of ours: it cannot be told from someone's, so it is
+    /// refused all the same.)
+    static func isLeftoverTemporary(_ path: String, keyDirectory: String) -> Bool {
+        guard POSIX.lstatFacts(path)?.kind == .regular,
+            case .valid? = try? CheckpointStore(path: path, keyDirectory: keyDirectory).read()
+        else { return false }
+        return true
     }
 
     /// The first bytes of the regular file at `path`, as many as the longest opening; nil
