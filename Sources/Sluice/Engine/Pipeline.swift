@@ -226,6 +226,8 @@ public final class Pipeline: Sendable {
             return .sourceChanged(location: changed.location, reason: changed.reason)
         } catch FileSinkError.partialTooShort(let path, let expected) {
             return .partialTooShort(path: path, expected: expected)
+        } catch FileSinkError.partialMissing(let path, let expected) {
+            return .partialChanged(path: path, reason: "it is missing, though the checkpoint records \(Counted.bytes(expected)) written to it")
         } catch FileSinkError.partialChanged(let path, let bytes) {
             return .partialChanged(path: path, reason: "its first \(Counted.bytes(bytes)) changed since the checkpoint (their CRC-64 differs)")
         } catch let changed as PartialOutputChanged {
