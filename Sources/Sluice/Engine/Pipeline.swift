@@ -235,7 +235,8 @@ public final class Pipeline: Sendable {
         } catch let error as SluiceError {
             return .failed(error, sourceOffset: reached)
         } catch {
-            return .failed(.io(path: checkpointPath ?? "(run)", operation: "run", errno: EIO), sourceOffset: reached)
+            // As `run()` and the relays name it: a failure sluice has no name for (exit 1).
+            return .failed(.unexpected(String(describing: error)), sourceOffset: reached)
         }
     }
 
