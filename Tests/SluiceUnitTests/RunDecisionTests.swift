@@ -97,6 +97,11 @@ final class RunDecisionTests: XCTestCase {
                 .sourceChanged(location: "u", reason: "etag"), fileFresh,
                 .startOver(reason: "u changed during the transfer (etag); starting over from zero"), #line
             ),
+            // Resumed, then changed once this run had found it as recorded (an extra range).
+            (
+                .sourceChanged(location: "u", reason: "etag", duringRun: true), fileResumed,
+                .startOver(reason: "u changed during the transfer (etag); starting over from zero"), #line
+            ),
             (
                 .sourceChanged(location: "u", reason: "etag"), fileAgain,
                 .fail(.transfer(url: "u", cause: .changedAgain(reason: "etag")), discard: false), #line

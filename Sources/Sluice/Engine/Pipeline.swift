@@ -223,7 +223,7 @@ public final class Pipeline: Sendable {
         do {
             return .finished(sourceBytes: try attempt(resumingFrom: checkpoint, store: store, reached: &reached))
         } catch let changed as SourceChanged {
-            return .sourceChanged(location: changed.location, reason: changed.reason)
+            return .sourceChanged(location: changed.location, reason: changed.reason, duringRun: changed.duringRun)
         } catch FileSinkError.partialTooShort(let path, let expected) {
             return .partialTooShort(path: path, expected: expected)
         } catch FileSinkError.partialMissing(let path, let expected) {
