@@ -82,7 +82,7 @@ public final class Pipeline: Sendable {
         if !(spec.source.kind?.resumable ?? false), options.checkpointPath != nil {
             throw SluiceError.usage("\(spec.source.name) cannot be resumed, so it takes no --checkpoint; read from a file or URL to make the run resumable")
         }
-        try output?.preflight()
+        try output?.preflight(checkpoint: checkpointPath)
         if let problem = runPaths().problem() { throw problem }
         let locks = runLocks()
         do {

@@ -248,7 +248,7 @@ extension FileSink {
         // the partial file is never a link, a FIFO or a device.
         return OutputTarget(
             path: path, partialPath: partial,
-            preflight: {
+            preflight: { _ in
                 if let problem = RunPaths.fileOutputProblem(path) ?? RunPaths.writtenFileProblem(partial) { throw problem }
             }, discardPartial: { discard(path: path) })
     }
