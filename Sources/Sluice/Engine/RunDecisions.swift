@@ -91,13 +91,14 @@ enum AfterAttempt: Equatable {
         case .finished(let bytes):
             return .finished(sourceBytes: bytes)
         case .sourceChanged(let location, let reason, let duringRun):
+            let sinceCheckpoint = facts.resumed && !duringRun
             guard facts.sinkCanStartOver else {
-                return .fail(.remoteChanged(url: location, reason: reason), discard: false)
+                return .fail(.remoteChanged(url: location, reason: reason, duringRun: !sinceCheckpoint), discard: false)
             }
             guard !facts.startedOver else {
                 return .fail(.transfer(url: location, cause: .changedAgain(reason: reason)), discard: false)
             }
-            let since = facts.resumed && !duringRun ? "since the checkpoint" : "during the transfer"
+            let since = sinceCheckpoint ? "since the checkpoint" : "during the transfer"
             return .startOver(reason: "\(location) changed \(since) (\(reason)); starting over from zero")
         case .partialTooShort(let path, let expected):
             guard !facts.startedOver else { return .fail(.io(path: path, operation: "resume", errno: EIO), discard: false) }

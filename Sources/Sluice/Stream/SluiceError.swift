@@ -39,8 +39,10 @@ public enum SluiceError: Error, Sendable, Equatable {
     /// for a failed write (exit 6), keeping the partial output and the last checkpoint.
     /// `reason` says what stands there and what to do.
     case obstructed(path: String, reason: String)
-    /// The remote content changed since the checkpoint and the sink cannot start over (exit 7).
-    case remoteChanged(url: String, reason: String)
+    /// The remote content changed since the checkpoint and the sink cannot start over (exit 7);
+    /// `duringRun`: it changed after this run had found it as recorded, or on a run that
+    /// resumed nothing.
+    case remoteChanged(url: String, reason: String, duringRun: Bool = false)
     /// SIGINT/SIGTERM or `Pipeline.cancel()` (exit 130).
     case cancelled
     /// A failure Sluice has no name for (exit 1): a bug to report, never expected.
@@ -103,8 +105,8 @@ extension SluiceError: CustomStringConvertible {
             return "cannot \(operation) \(path): \(String(cString: strerror(code)))"
         case .obstructed(let path, let reason):
             return "cannot write \(path): \(reason)"
-        case .remoteChanged(let url, let reason):
-            return "\(url) changed since the checkpoint (\(reason))"
+        case .remoteChanged(let url, let reason, let duringRun):
+            return "\(url) changed \(duringRun ? "during the transfer" : "since the checkpoint") (\(reason))"
         case .cancelled:
             return "interrupted"
         case .unexpected(let what):
