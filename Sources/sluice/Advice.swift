@@ -50,6 +50,9 @@ struct Advice {
         case .io(_, _, let code):
             let full = code == ENOSPC || code == EDQUOT
             return facts + "; " + rerun(fix: full ? "free some space" : "fix the problem", fixShort: full ? "free some space" : "fix that")
+        case .obstructed:
+            // The reason says whether the rerun resumes (the checkpoint stays) or starts over.
+            return facts + "; move it away and rerun the same command"
         case .transfer(_, .certificate, _):
             let trust = "pass --cacert FILE to trust a private CA"
             return facts + "; " + rerun(fix: trust, fixShort: trust)

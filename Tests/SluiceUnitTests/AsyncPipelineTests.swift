@@ -29,12 +29,8 @@ final class AsyncPipelineTests: XCTestCase {
     /// its own, so only cancelling the task ends it.
     func testCancellingTheTaskStopsTheRun() async throws {
         let dir = try makeTemporaryDirectory(self)
-        let fifo = dir + "/endless"
-        XCTAssertEqual(mkfifo(fifo, 0o600), 0)
-        let writer = EndlessWriter(path: fifo)
+        let (fifo, writer) = try EndlessWriter.fifo(in: dir)
         defer { writer.stop() }
-
-        signal(SIGPIPE, SIG_IGN)  // the writer outlives the reader
         let pipeline = try Pipeline("read \(fifo) | file \(dir)/out")
         let run = Task { try await pipeline.run() }
         for await event in pipeline.events {
@@ -47,36 +43,5 @@ final class AsyncPipelineTests: XCTestCase {
         } catch let error as SluiceError {
             XCTAssertEqual(error, .cancelled)
         }
-    }
-}
-
-/// Writes 64 KiB chunks into a FIFO from its own thread until stopped (or the reader leaves).
-private final class EndlessWriter: @unchecked Sendable {
-    private let stopped = NSLock()
-    private var isStopped = false
-
-    init(path: String) {
-        let thread = Thread { [self] in
-            let fd = open(path, O_WRONLY)
-            guard fd >= 0 else { return }
-            defer { close(fd) }
-            let chunk = [UInt8](repeating: 0x61, count: 64 << 10)
-            while !shouldStop() {
-                if chunk.withUnsafeBytes({ Glibc.write(fd, $0.baseAddress, $0.count) }) < 0 { return }
-            }
-        }
-        thread.start()
-    }
-
-    private func shouldStop() -> Bool {
-        stopped.lock()
-        defer { stopped.unlock() }
-        return isStopped
-    }
-
-    func stop() {
-        stopped.lock()
-        isStopped = true
-        stopped.unlock()
     }
 }

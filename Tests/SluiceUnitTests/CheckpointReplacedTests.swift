@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import XCTest
 @testable import Sluice
 @testable import SluiceTestSupport
@@ -26,7 +27,7 @@ final class CheckpointReplacedTests: XCTestCase {
         XCTAssertEqual(unlink(path), 0)
         try precious.write(to: URL(fileURLWithPath: path))
         XCTAssertThrowsError(try store.save(sample())) { error in
-            guard case .unsafePath(let at, _)? = error as? SluiceError else { return XCTFail("\(error)") }
+            guard case .obstructed(let at, _)? = error as? SluiceError else { return XCTFail("\(error)") }
             XCTAssertEqual(at, path)
         }
         XCTAssertEqual(FileManager.default.contents(atPath: path), precious)
@@ -35,7 +36,7 @@ final class CheckpointReplacedTests: XCTestCase {
         XCTAssertEqual(FileManager.default.contents(atPath: path), precious, "the end of the run removes only a checkpoint")
     }
 
-    /// A file at `C.tmp` that does not begin as a whole checkpoint (empty, a few bytes) was
+    /// A file at `C.tmp` that is not a whole checkpoint (empty, a few bytes) was
     /// never sluice's — saves link theirs there only complete — so neither a save nor the end
     /// of the run removes it; a save put beside it during the run stops and says so. A whole
     /// checkpoint there (a save interrupted before its rename) is removed as before.
@@ -43,9 +44,9 @@ final class CheckpointReplacedTests: XCTestCase {
         let (store, _) = try store()
         for content in [Data(), Data("{\"mac\":\"hmac".utf8), Data("notes\n".utf8)] {
             try content.write(to: URL(fileURLWithPath: store.temporaryPath))
-            XCTAssertFalse(CheckpointStore.isLeftoverTemporary(store.temporaryPath))
+            XCTAssertFalse(CheckpointStore.isLeftoverTemporary(store.temporaryPath, keyDirectory: store.keyDirectory))
             XCTAssertThrowsError(try store.save(sample())) { error in
-                guard case .unsafePath(let at, let reason)? = error as? SluiceError else { return XCTFail("\(error)") }
+                guard case .obstructed(let at, let reason)? = error as? SluiceError else { return XCTFail("\(error)") }
                 XCTAssertEqual(at, store.temporaryPath)
                 XCTAssertTrue(reason.contains("sluice leaves it"), reason)
             }
@@ -56,9 +57,47 @@ final class CheckpointReplacedTests: XCTestCase {
         try store.save(sample())
         XCTAssertFalse(FileManager.default.fileExists(atPath: store.temporaryPath), "a save leaves nothing there")
         XCTAssertEqual(link(store.path, store.temporaryPath), 0)
-        XCTAssertTrue(CheckpointStore.isLeftoverTemporary(store.temporaryPath))
+        XCTAssertTrue(CheckpointStore.isLeftoverTemporary(store.temporaryPath, keyDirectory: store.keyDirectory))
         try store.save(sample())
         XCTAssertFalse(FileManager.default.fileExists(atPath: store.temporaryPath))
+    }
+
+    /// F2: a file at `C.tmp` was judged by its first 20 bytes, so a checkpoint cut short (a
+    /// copy interrupted) or a text file that begins like one was deleted as sluice's. Only a
+    /// whole checkpoint sealed with this user's key is provably what a save left; anything
+    /// else is refused before the run (naming it), stops a save during it, and is kept.
+    func testAFileThatOnlyBeginsLikeACheckpointAtTheTemporaryNameIsKept() throws {
+        let (store, path) = try store()
+        try store.save(sample())
+        let whole = try XCTUnwrap(FileManager.default.contents(atPath: path))
+        let elsewhere = CheckpointStore(path: path + "-elsewhere", keyDirectory: path + "-other-state")
+        try elsewhere.save(sample())
+        let lookalikes: [(String, Data)] = [
+            ("cut short in its JSON", whole.prefix(40)),
+            ("cut short by one byte", whole.dropLast()),
+            ("a text file that begins like one", Data("{\"mac\":\"hmac-sha256:00ff\",\"format\": my notes\n".utf8)),
+            ("sealed with another key", try XCTUnwrap(FileManager.default.contents(atPath: elsewhere.path))),
+        ]
+        let temporary = store.temporaryPath
+        for (what, content) in lookalikes {
+            try content.write(to: URL(fileURLWithPath: temporary))
+            XCTAssertFalse(CheckpointStore.isLeftoverTemporary(temporary, keyDirectory: store.keyDirectory), what)
+            let refusal = RunPaths(output: nil, checkpoint: path, input: nil, stdout: nil)
+                .problem(probe: .live(keyDirectory: store.keyDirectory))
+            if case .unsafePath(let at, let reason)? = refusal {
+                XCTAssertEqual(at, temporary, what)
+                XCTAssertTrue(reason.contains("sluice leaves it"), reason)
+            } else {
+                XCTFail("\(what): not refused before the run: \(String(describing: refusal))")
+            }
+            XCTAssertThrowsError(try store.save(sample()), what) { error in
+                guard case .obstructed(let at, _)? = error as? SluiceError else { return XCTFail("\(what): \(error)") }
+                XCTAssertEqual(at, temporary, what)
+            }
+            store.remove()
+            XCTAssertEqual(FileManager.default.contents(atPath: temporary), content, "\(what): deleted or changed")
+            XCTAssertEqual(unlink(temporary), 0)
+        }
     }
 
     func testTheStoresOwnCheckpointIsReplacedAndRemoved() throws {
@@ -90,5 +129,86 @@ final class CheckpointReplacedTests: XCTestCase {
         XCTAssertEqual(error.exitCode, 2)
         store.remove()
         XCTAssertFalse(FileManager.default.fileExists(atPath: path))
+    }
+
+    /// F1: something put at `C.tmp` while a run goes on (a file, a link, a FIFO, a directory)
+    /// stopped it with exit 2, whose row says nothing was created, though the partial output
+    /// and the checkpoint stay (the rerun resumes once it is moved). It is a local fault like a
+    /// failed write: exit 6, naming the name, and what was put there is left as it is.
+    func testSomethingPutAtTheTemporaryNameDuringARunStopsItWithExit6AndStaysUntouched() throws {
+        for kind in PlantedKind.allCases {
+            let dir = try makeTemporaryDirectory(self)
+            let (fifo, writer) = try EndlessWriter.fifo(in: dir)
+            defer { writer.stop() }
+            let out = dir + "/out"
+            let temporary = CheckpointStore.temporaryPath(for: out + ".sluice")
+            let planted = Mutex(false)
+            var options = PipelineOptions()
+            options.checkpointInterval = 64 << 10
+            options.progress = { event in
+                // After a checkpoint was stored: the next one meets what is put there.
+                guard case .checkpoint(let offset, _) = event, offset > 0 else { return }
+                let first = planted.withLock { (done: inout Bool) -> Bool in
+                    defer { done = true }
+                    return !done
+                }
+                guard first else { return }
+                do {
+                    try kind.plant(at: temporary, in: dir)
+                } catch {
+                    XCTFail("\(kind): \(error)")
+                }
+            }
+            let pipeline = Pipeline(spec: try PipelineSpec(parsing: "read \(fifo) | file \(out)"), options: options)
+            // The FIFO never ends: only the failure (or this guard, failing the test) stops the run.
+            DispatchQueue.global().asyncAfter(deadline: .now() + 60) { pipeline.cancel() }
+            XCTAssertThrowsError(try pipeline.run(), "\(kind)") { error in
+                guard case .obstructed(let path, let reason)? = error as? SluiceError else { return XCTFail("\(kind): \(error)") }
+                XCTAssertEqual(path, temporary)
+                XCTAssertEqual((error as? SluiceError)?.exitCode, 6)
+                XCTAssertTrue(reason.contains(kind.named), "\(kind): \(reason)")
+            }
+            XCTAssertEqual(POSIX.lstatFacts(temporary)?.kind, kind.fileKind, "\(kind) was not left as it was")
+            if kind == .file { XCTAssertEqual(FileManager.default.contents(atPath: temporary), Data("my notes\n".utf8)) }
+            if kind == .symlink { XCTAssertEqual(FileManager.default.contents(atPath: dir + "/victim"), Data("mine".utf8)) }
+            let checkpoint = try XCTUnwrap(try CheckpointStore(path: out + ".sluice").load(), "\(kind): the last checkpoint is gone")
+            XCTAssertGreaterThan(checkpoint.source.offset, 0)
+            XCTAssertGreaterThanOrEqual(POSIX.lstatFacts(out + ".sluice-part")?.size ?? 0, checkpoint.source.offset, "\(kind)")
+            XCTAssertFalse(FileManager.default.fileExists(atPath: out))
+        }
+    }
+
+    private enum PlantedKind: CaseIterable {
+        case file, symlink, fifo, directory
+
+        var fileKind: FileKind {
+            switch self {
+            case .file: return .regular
+            case .symlink: return .symlink
+            case .fifo: return .fifo
+            case .directory: return .directory
+            }
+        }
+
+        /// How the message names it.
+        var named: String {
+            switch self {
+            case .file: return "a file"
+            case .symlink: return "a symbolic link"
+            case .fifo: return "a FIFO"
+            case .directory: return "a directory"
+            }
+        }
+
+        func plant(at path: String, in dir: String) throws {
+            switch self {
+            case .file: try Data("my notes\n".utf8).write(to: URL(fileURLWithPath: path))
+            case .symlink:
+                try Data("mine".utf8).write(to: URL(fileURLWithPath: dir + "/victim"))
+                try HostileFile.symlink(at: path, to: dir + "/victim")
+            case .fifo: try HostileFile.fifo(at: path)
+            case .directory: try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false)
+            }
+        }
     }
 }

@@ -142,6 +142,26 @@ final class FetchDecisionTests: XCTestCase {
         }
     }
 
+    /// A server that ignores If-Range answers a resume's range against the content as it is
+    /// now: a 206 whose Content-Range reaches past a shorter total. That was refused as a
+    /// self-contradicting answer (exit 3); its total shows another version (the remote changed).
+    func testA206PastANowShorterTotalIsAChangedRemote() {
+        let known = ResumeJudge(offset: 30, known: FetchValidators(etag: "\"s\"", totalLength: 100), server: "s")
+        for range in ["bytes 30-99/60", "bytes 30-99/20", "bytes 30-29/20"] {
+            guard case .failed(.changed(let reason)) = known.judge(head(["HTTP/1.1 206 Partial Content", "Content-Range: \(range)", "ETag: \"s\""]))
+            else { return XCTFail("\(range): not judged a changed remote") }
+            XCTAssertTrue(reason.contains("length changed from 100 bytes to"), reason)
+        }
+        // Without a known length, a total no longer than the resume offset says the same.
+        let noLength = ResumeJudge(offset: 30, known: FetchValidators(etag: "\"s\""), server: "s")
+        guard case .failed(.changed(let reason)) = noLength.judge(head(["HTTP/1.1 206 Partial Content", "Content-Range: bytes 30-99/20", "ETag: \"s\""]))
+        else { return XCTFail("a total below the resume offset: not judged a changed remote") }
+        XCTAssertTrue(reason.contains("no longer than the resume offset 30"), reason)
+        // Same version, self-contradicting: still a broken answer.
+        guard case .failed(.malformed) = known.judge(head(["HTTP/1.1 206 Partial Content", "Content-Range: bytes 30-100/100", "ETag: \"s\""]))
+        else { return XCTFail("a range past its own unchanged total was accepted or judged a change") }
+    }
+
     // MARK: AttemptJudge
 
     func testWhatOnePerformMeans() {

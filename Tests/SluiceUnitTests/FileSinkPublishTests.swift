@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import XCTest
 #if canImport(Glibc)
 import Glibc
@@ -52,5 +53,55 @@ final class FileSinkPublishTests: XCTestCase {
         try sink.finish()
         XCTAssertEqual(try String(contentsOfFile: out, encoding: .utf8), "all of it")
         XCTAssertFalse(FileManager.default.fileExists(atPath: FileSink.partialPath(for: out)))
+    }
+
+    /// F3: a checkpoint whose partial file is gone (its run published `out` and was killed
+    /// before removing the checkpoint), with an `out` that cannot be resumed on: the restart
+    /// said the partial file was "shorter than N bytes" and nothing of `out`. It says the
+    /// partial file is missing, and why `out` was not used.
+    func testAMissingPartialFileIsCalledMissingAndWhyTheOutputWasNotUsedIsSaid() throws {
+        let data = Data(makeTestData(count: 300_000, seed: 23))
+        let recorded = 100_000
+        for (what, published, why) in [
+            ("no output", nil, nil),
+            ("a changed output", data.prefix(10) + Data([data[10] ^ 0xff]) + data.dropFirst(11), "are not the ones the checkpoint records"),
+            ("a shorter output", data.prefix(recorded - 1), "holds 99999 bytes, fewer than the 100000 bytes the checkpoint records"),
+        ] as [(String, Data?, String?)] {
+            let dir = try makeTemporaryDirectory(self)
+            let out = dir + "/out"
+            try data.write(to: URL(fileURLWithPath: dir + "/in.bin"))
+            let spec = try PipelineSpec(parsing: "read \(dir)/in.bin | file \(out)")
+            var crc = OutputChecksum()
+            data.prefix(recorded).withUnsafeBytes { crc.update($0) }
+            try CheckpointStore(path: out + ".sluice").save(
+                Checkpoint(
+                    spec: spec.checkpointIdentity, source: try FileSource(path: dir + "/in.bin").state(at: UInt64(recorded)),
+                    stages: [StageState(FileSinkState(path: out, bytesWritten: UInt64(recorded), crc64: crc.value))]))
+            if let published {
+                try published.write(to: URL(fileURLWithPath: out))
+            }
+            let said = Mutex<[String]>([])
+            var options = PipelineOptions()
+            options.progress = { event in
+                switch event {
+                case .notice(let text), .restart(let text): said.withLock { $0.append(text) }
+                default: break
+                }
+            }
+            try Pipeline(spec: spec, options: options).run()
+            XCTAssertEqual(FileManager.default.contents(atPath: out), data, what)
+            let lines = said.withLock { $0 }
+            let restart = lines.filter { $0.contains("starting over") }
+            XCTAssertEqual(restart.count, 1, "\(what): \(lines)")
+            XCTAssertTrue(restart.allSatisfy { $0.contains(".sluice-part: it is missing") }, "\(what): \(lines)")
+            XCTAssertFalse(lines.contains { $0.contains("shorter than") }, "\(what): \(lines)")
+            let aboutOutput = lines.filter { $0.hasPrefix(out + " is there") }
+            if let why {
+                XCTAssertEqual(aboutOutput.count, 1, "\(what): \(lines)")
+                XCTAssertTrue(aboutOutput.allSatisfy { $0.contains(why) && $0.contains("cannot resume on it") }, "\(what): \(lines)")
+            } else {
+                XCTAssertEqual(aboutOutput, [], what)
+            }
+        }
     }
 }

@@ -231,6 +231,7 @@ final class HTTPSourceTests: XCTestCase {
                 }
             }
             assertChanged(run.error, url: server.url(), mentions: "\"v2\"")
+            XCTAssertEqual((run.error as? SourceChanged)?.duringRun, true, "it changed during the run, not between runs")
             XCTAssertEqual(run.sink.bytes, Array(Self.body[..<30_000]), "nothing of the new version is spliced in")
             XCTAssertEqual(server.requests.count, 2)
         }
@@ -240,6 +241,7 @@ final class HTTPSourceTests: XCTestCase {
         try withFaultServer(body: Self.otherBody, etag: "\"v2\"") { server in
             let run = try fetch(server.url(), resumeFrom: Self.checkpoint(server.url(), offset: 30_000))
             assertChanged(run.error, url: server.url(), mentions: "ETag")
+            XCTAssertEqual((run.error as? SourceChanged)?.duringRun, false, "it changed between the runs")
             XCTAssertTrue(run.sink.bytes.isEmpty)
         }
     }

@@ -278,6 +278,22 @@ final class HostileServerTests: XCTestCase {
         }
     }
 
+    /// A server that ignores If-Range answers a resume with the range asked for and the
+    /// content's new, shorter total, which the range reaches past: that was exit 3 (a broken
+    /// answer); the total shows the remote changed, the outcome a changed validator has.
+    func testA206PastANowShorterLengthFromAServerIgnoringIfRangeIsAChangedRemote() throws {
+        for shorter in [60_000, 20_000] {
+            try withFaultServer(
+                body: Array(Self.body.prefix(shorter)), fault: { $0.contentRange = "bytes 30000-99999/\(shorter)" }
+            ) { server in
+                let run = try fetch(server.url(), resumeFrom: Self.checkpoint(server.url(), offset: 30_000))
+                guard let changed = run.error as? SourceChanged else { return XCTFail("\(shorter): \(String(describing: run.error))") }
+                XCTAssertTrue(changed.reason.contains("length changed from 100000 bytes to \(shorter) bytes"), changed.reason)
+                XCTAssertTrue(run.bytes.isEmpty, "bytes of another version were spliced in")
+            }
+        }
+    }
+
     func testARefreshedPresignedURLResumesWhenTheServerProvesTheEntity() throws {
         try withFaultServer(body: Self.body) { server in
             let old = server.url("/data.bin?sig=old-signature")

@@ -143,8 +143,8 @@ final class LocalFileSafetyTests: XCTestCase {
 
     /// Someone's file at the temporary name (`--checkpoint notes` beside `notes.tmp`) is
     /// neither removed by a save or by `remove()`, nor written: the save fails instead.
-    /// Only what a save interrupted before its rename leaves (a file that begins as a whole
-    /// checkpoint: saves link theirs there complete) is replaced; an empty file or a few
+    /// Only what a save interrupted before its rename leaves (a whole checkpoint sealed with
+    /// this user's key: saves link theirs there complete) is replaced; an empty file or a few
     /// bytes are someone's, refused and kept (CheckpointReplacedTests).
     func testSaveAndRemoveKeepSomeonesFileAtTheTemporaryName() throws {
         let dir = try makeTemporaryDirectory(self)
@@ -156,22 +156,23 @@ final class LocalFileSafetyTests: XCTestCase {
         XCTAssertThrowsError(try store.save(checkpoint))
         store.remove()
         XCTAssertEqual(FileManager.default.contents(atPath: store.temporaryPath), Data("my notes".utf8))
-        XCTAssertNotNil(
-            RunPaths(output: nil, checkpoint: store.path, input: nil, stdout: nil).problem(),
-            "a run would start and then fail at its first checkpoint")
+        let paths = RunPaths(output: nil, checkpoint: store.path, input: nil, stdout: nil)
+        let probe = RunPaths.Probe.live(keyDirectory: store.keyDirectory)
+        XCTAssertNotNil(paths.problem(probe: probe), "a run would start and then fail at its first checkpoint")
 
-        for notOurs in ["", "{\"mac\":\"hmac-sha"] {
+        for notOurs in ["", "{\"mac\":\"hmac-sha", "{\"mac\":\"hmac-sha256:00ff\",\"format\""] {
             try Data(notOurs.utf8).write(to: URL(fileURLWithPath: store.temporaryPath))
-            XCTAssertNotNil(RunPaths(output: nil, checkpoint: store.path, input: nil, stdout: nil).problem(), notOurs)
+            XCTAssertNotNil(paths.problem(probe: probe), notOurs)
             XCTAssertThrowsError(try store.save(checkpoint))
             XCTAssertEqual(FileManager.default.contents(atPath: store.temporaryPath), Data(notOurs.utf8))
         }
-        for leftover in ["{\"mac\":\"hmac-sha256:00ff\",\"format\""] {
-            try Data(leftover.utf8).write(to: URL(fileURLWithPath: store.temporaryPath))
-            XCTAssertNil(RunPaths(output: nil, checkpoint: store.path, input: nil, stdout: nil).problem(), leftover)
-            try store.save(checkpoint)
-            XCTAssertNil(inode(store.temporaryPath), "a save did not replace the leftover '\(leftover)'")
-        }
+        // What a save interrupted before its rename leaves: a whole checkpoint of this key's.
+        XCTAssertEqual(unlink(store.temporaryPath), 0)
+        try store.save(checkpoint)
+        try FileManager.default.copyItem(atPath: store.path, toPath: store.temporaryPath)
+        XCTAssertNil(paths.problem(probe: probe))
+        try store.save(checkpoint)
+        XCTAssertNil(inode(store.temporaryPath), "a save did not replace the leftover checkpoint")
     }
 
     // MARK: FileSink (item 7)

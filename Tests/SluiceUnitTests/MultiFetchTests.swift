@@ -354,6 +354,27 @@ final class MultiFetchTests: XCTestCase {
         XCTAssertEqual(run.bytes, Array(Self.body.prefix(run.bytes.count)))
     }
 
+    /// A resumed run whose head found the content as the checkpoint recorded it, and whose
+    /// extra range then met another ETag: that change happened during this run, and the
+    /// restart said "since the checkpoint".
+    func testAnETagChangeOnAnExtraRangeOfAResumedRunHappenedDuringTheRun() throws {
+        let server = try FaultServer(body: Self.body, fault: .init(perConnection: [3: .init(etag: "\"v2\"")]))
+        defer { server.stop() }
+        let run = try FetchRun.run(
+            server.url(), options: Self.options(connections: 4), resumeFrom: Self.checkpoint(server.url(), offset: 300_000))
+        guard let changed = run.error as? SourceChanged else {
+            return XCTFail("expected SourceChanged, got \(String(describing: run.error))")
+        }
+        XCTAssertTrue(changed.reason.contains("ETag changed from \"v1\" to \"v2\""), changed.reason)
+        XCTAssertTrue(changed.duringRun, "the head found the recorded version: the change came during this run")
+        let decided = AfterAttempt.decide(
+            .sourceChanged(location: changed.location, reason: changed.reason, duringRun: changed.duringRun),
+            .init(sinkCanStartOver: true, startedOver: false, resumed: true, checkpointKept: true))
+        guard case .startOver(let reason) = decided else { return XCTFail("\(decided)") }
+        XCTAssertTrue(reason.contains("changed during the transfer"), reason)
+        XCTAssertFalse(reason.contains("since the checkpoint"), reason)
+    }
+
     func testProgressBarShowsTheConnectionCount() {
         let wide = ProgressRenderer.barLine(offset: 50, total: 100, resumed: true, rate: 10, columns: 120, connections: 8)
         XCTAssertTrue(wide.contains("×8 conn"), wide)

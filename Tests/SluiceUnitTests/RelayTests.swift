@@ -185,21 +185,40 @@ final class RelayTests: XCTestCase {
         XCTAssertEqual(sink.log, expected)
     }
 
-    func testAFailureDownstreamStopsTheRunAndReachesTheProducer() throws {
-        let sink = RecordingSink(failAfter: 3, with: .io(path: "out", operation: "write to", errno: ENOSPC))
+    /// Writes through a relay into `sink` until it fails: what the producer caught, and the run's control.
+    private func failureDownstream(of sink: RecordingSink) throws -> (thrown: Error?, control: RunControl) {
         let control = Self.control()
         let relay = try Relay(next: sink, control: control, name: "test", bufferCount: 2, bufferSize: 4)
-        var thrown: Error?
+        defer { relay.close() }
         do {
             for _ in 0..<1_000 { try relay.write([1, 2, 3, 4]) }
             try relay.finish()
         } catch {
-            thrown = error
+            return (error, control)
         }
+        return (nil, control)
+    }
+
+    func testAFailureDownstreamStopsTheRunAndReachesTheProducer() throws {
+        let (thrown, control) = try failureDownstream(
+            of: RecordingSink(failAfter: 3, with: .io(path: "out", operation: "write to", errno: ENOSPC)))
         XCTAssertEqual(thrown as? SluiceError, .io(path: "out", operation: "write to", errno: ENOSPC))
         XCTAssertTrue(control.isStopped)
         XCTAssertEqual(control.failure, .io(path: "out", operation: "write to", errno: ENOSPC))
-        relay.close()
+    }
+
+    /// A stage that throws something other than a SluiceError mid-stream (a bug) was
+    /// recorded as `.cancelled`, so the run ended as if the user had interrupted it (exit 130).
+    /// It is an unexpected failure (exit 1) that names what was thrown.
+    func testAFailureThatIsNotASluiceErrorIsUnexpectedNotAnInterruption() throws {
+        struct StageBug: Error, CustomStringConvertible {
+            var description: String { "the stage's own bug" }
+        }
+        let (thrown, control) = try failureDownstream(of: RecordingSink(failAfter: 3, throwing: StageBug()))
+        XCTAssertNotNil(thrown, "the producer never learned of the failure")
+        XCTAssertTrue(control.isStopped)
+        XCTAssertEqual(control.failure, .unexpected("the stage's own bug"))
+        XCTAssertEqual(control.failure?.exitCode, 1)
     }
 
     /// A producer waits for a buffer while the consumer is stuck in a write that only a
@@ -350,9 +369,14 @@ private final class RecordingSink: ByteSink, @unchecked Sendable {
     private var entries: [String] = []
     private var writes = 0
     private let failAfter: Int?
-    private let failure: SluiceError
+    private let failure: any Error
 
     init(failAfter: Int? = nil, with failure: SluiceError = .cancelled) {
+        self.failAfter = failAfter
+        self.failure = failure
+    }
+
+    init(failAfter: Int, throwing failure: any Error) {
         self.failAfter = failAfter
         self.failure = failure
     }

@@ -74,6 +74,14 @@ final class RunDecisionTests: XCTestCase {
         }
     }
 
+    /// A stdout run's exit 7 said "changed since the checkpoint" also for a change this run
+    /// met after finding the content as recorded (an ETag changed on an extra range).
+    func testAChangeDuringTheRunIsNotCalledAChangeSinceTheCheckpoint() {
+        XCTAssertEqual(SluiceError.remoteChanged(url: "u", reason: "etag").description, "u changed since the checkpoint (etag)")
+        XCTAssertEqual(
+            SluiceError.remoteChanged(url: "u", reason: "etag", duringRun: true).description, "u changed during the transfer (etag)")
+    }
+
     func testWhatFollowsAnAttempt() {
         typealias Facts = AfterAttempt.Facts
         let fileFresh = Facts(sinkCanStartOver: true, startedOver: false, resumed: false, checkpointKept: true)
@@ -97,11 +105,20 @@ final class RunDecisionTests: XCTestCase {
                 .sourceChanged(location: "u", reason: "etag"), fileFresh,
                 .startOver(reason: "u changed during the transfer (etag); starting over from zero"), #line
             ),
+            // Resumed, then changed once this run had found it as recorded (an extra range).
+            (
+                .sourceChanged(location: "u", reason: "etag", duringRun: true), fileResumed,
+                .startOver(reason: "u changed during the transfer (etag); starting over from zero"), #line
+            ),
             (
                 .sourceChanged(location: "u", reason: "etag"), fileAgain,
                 .fail(.transfer(url: "u", cause: .changedAgain(reason: "etag")), discard: false), #line
             ),
             (.sourceChanged(location: "u", reason: "etag"), stdout, .fail(.remoteChanged(url: "u", reason: "etag"), discard: false), #line),
+            (
+                .sourceChanged(location: "u", reason: "etag", duringRun: true), stdout,
+                .fail(.remoteChanged(url: "u", reason: "etag", duringRun: true), discard: false), #line
+            ),
             (
                 .partialTooShort(path: "p", expected: 9), fileResumed,
                 .startOver(reason: "p is shorter than the 9 bytes the checkpoint records; starting over from zero"), #line

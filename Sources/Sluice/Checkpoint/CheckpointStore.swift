@@ -40,8 +40,8 @@ enum StoredCheckpoint: Equatable {
 /// Nothing here follows a symbolic link or blocks on a FIFO: the checkpoint is opened
 /// with O_NOFOLLOW|O_NONBLOCK and must be a regular file; the temporary file is written
 /// without a name (O_TMPFILE) and linked to `C.tmp` only once complete and fsync'd, so
-/// whatever is planted at that name is never written through, and a file there that does
-/// not begin as a whole checkpoint (an empty one included) is provably not ours and is left
+/// whatever is planted at that name is never written through, and only a whole checkpoint
+/// sealed with this user's key there is taken for ours and removed; anything else is left
 /// alone. Where the filesystem has no O_TMPFILE, `C.tmp` is created with O_EXCL|O_NOFOLLOW.
 public final class CheckpointStore: @unchecked Sendable {
     public let path: String
@@ -157,7 +157,7 @@ public final class CheckpointStore: @unchecked Sendable {
         let temporaryPath = self.temporaryPath
         // A temporary file left by a crash (we hold the lock, so it is not another run's);
         // anything else at the name is someone's file, and linking or creating ours below fails on it.
-        if Self.isLeftoverTemporary(temporaryPath) { unlink(temporaryPath) }
+        if holdsLeftoverTemporary() { unlink(temporaryPath) }
         let (fd, named) = try createTemporary()
         do {
             defer { close(fd) }
@@ -177,9 +177,11 @@ public final class CheckpointStore: @unchecked Sendable {
         // a file put there during the run that is not a checkpoint is someone's, not ours.
         guard ownsWhateverIsAtPath() else {
             unlink(temporaryPath)
-            throw SluiceError.unsafePath(
+            throw SluiceError.obstructed(
                 path: path,
-                reason: "it was replaced during the run by a file that is not a sluice checkpoint; sluice leaves that file as it is")
+                reason:
+                    "it was replaced during the run by a file that is not a sluice checkpoint; sluice leaves that file as it is,"
+                    + " and without its checkpoint a rerun starts over")
         }
         guard rename(temporaryPath, path) == 0 else {
             let code = errno
@@ -212,20 +214,29 @@ public final class CheckpointStore: @unchecked Sendable {
         }
     }
 
-    /// A file sluice did not make stands at the temporary name (put there during the run:
-    /// one there before it is refused by `RunPaths`).
+    /// Something sluice did not make stands at the temporary name, put there during the run
+    /// (one there before it is refused by `RunPaths`, exit 2): a local fault like a failed
+    /// write (exit 6), which leaves the partial output and the last checkpoint for a resume.
     private static func foreignTemporary(_ path: String) -> SluiceError {
-        .unsafePath(
+        let what: String
+        switch POSIX.lstatFacts(path)?.kind {
+        case .symlink?: what = "a symbolic link"
+        case .directory?: what = "a directory"
+        case .fifo?: what = "a FIFO"
+        case .regular?: what = "a file that is not a checkpoint sluice left"
+        default: what = "something that is not a regular file"
+        }
+        return .obstructed(
             path: path,
-            reason: "sluice writes its checkpoint there first, and a file it did not make (one that does not begin as a whole"
-                + " checkpoint) stands there; sluice leaves it: move it away and rerun to resume")
+            reason: "sluice writes each checkpoint there before renaming it into place, and \(what) was put there during the run;"
+                + " sluice leaves it as it is and keeps the last checkpoint, so a rerun resumes from it")
     }
 
     /// Removes the checkpoint and its temporary file: only a regular file that starts as a
     /// checkpoint does, so a link, a FIFO or a file someone put there is left alone.
     public func remove() {
         if POSIX.lstatFacts(path) != nil, ownsWhateverIsAtPath() { unlink(path) }
-        if Self.isLeftoverTemporary(temporaryPath) { unlink(temporaryPath) }
+        if holdsLeftoverTemporary() { unlink(temporaryPath) }
     }
 
     /// Every checkpoint file starts like this (format 3: the MAC first; before it, sorted
@@ -258,15 +269,24 @@ public final class CheckpointStore: @unchecked Sendable {
         return openings.contains { start.starts(with: $0) }
     }
 
-    /// Whether the regular file at `path` is what a save interrupted before its rename
-    /// leaves: a file that begins as a whole checkpoint does. A save links its file to the
-    /// temporary name only once it is complete, so anything else there — an empty file, a
-    /// few bytes, someone's `notes.tmp` beside `--checkpoint notes` — is not sluice's and is
-    /// never removed. (Where the filesystem has no O_TMPFILE a crash can leave an empty
-    /// `C.tmp` of ours: it cannot be told from someone's, so it is refused all the same.)
-    static func isLeftoverTemporary(_ path: String) -> Bool {
-        guard let start = openingBytes(of: path) else { return false }
-        return openings.contains { start.starts(with: $0) }
+    /// Whether the temporary name holds what a save interrupted before its rename leaves.
+    private func holdsLeftoverTemporary() -> Bool {
+        Self.isLeftoverTemporary(temporaryPath, keyDirectory: keyDirectory)
+    }
+
+    /// Whether the regular file at `path` is provably what a save interrupted before its
+    /// rename leaves: a save links its file to the temporary name only once it is complete,
+    /// so that is a whole checkpoint, sealed with this user's key (in `keyDirectory`).
+    /// Anything else there — an empty file, a checkpoint cut short, someone's `notes.tmp`
+    /// beside `--checkpoint notes` that begins like one, a checkpoint another key sealed — is
+    /// not provably sluice's and is never removed. (Where the filesystem has no O_TMPFILE a
+    /// crash can leave a partial `C.tmp` of ours: it cannot be told from someone's, so it is
+    /// refused all the same.)
+    static func isLeftoverTemporary(_ path: String, keyDirectory: String) -> Bool {
+        guard POSIX.lstatFacts(path)?.kind == .regular,
+            case .valid? = try? CheckpointStore(path: path, keyDirectory: keyDirectory).read()
+        else { return false }
+        return true
     }
 
     /// The first bytes of the regular file at `path`, as many as the longest opening; nil

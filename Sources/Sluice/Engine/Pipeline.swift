@@ -82,7 +82,7 @@ public final class Pipeline: Sendable {
         if !(spec.source.kind?.resumable ?? false), options.checkpointPath != nil {
             throw SluiceError.usage("\(spec.source.name) cannot be resumed, so it takes no --checkpoint; read from a file or URL to make the run resumable")
         }
-        try output?.preflight()
+        try output?.preflight(checkpoint: checkpointPath)
         if let problem = runPaths().problem() { throw problem }
         let locks = runLocks()
         do {
@@ -223,9 +223,11 @@ public final class Pipeline: Sendable {
         do {
             return .finished(sourceBytes: try attempt(resumingFrom: checkpoint, store: store, reached: &reached))
         } catch let changed as SourceChanged {
-            return .sourceChanged(location: changed.location, reason: changed.reason)
+            return .sourceChanged(location: changed.location, reason: changed.reason, duringRun: changed.duringRun)
         } catch FileSinkError.partialTooShort(let path, let expected) {
             return .partialTooShort(path: path, expected: expected)
+        } catch FileSinkError.partialMissing(let path, let expected) {
+            return .partialChanged(path: path, reason: "it is missing, though the checkpoint records \(Counted.bytes(expected)) written to it")
         } catch FileSinkError.partialChanged(let path, let bytes) {
             return .partialChanged(path: path, reason: "its first \(Counted.bytes(bytes)) changed since the checkpoint (their CRC-64 differs)")
         } catch let changed as PartialOutputChanged {
@@ -233,7 +235,8 @@ public final class Pipeline: Sendable {
         } catch let error as SluiceError {
             return .failed(error, sourceOffset: reached)
         } catch {
-            return .failed(.io(path: checkpointPath ?? "(run)", operation: "run", errno: EIO), sourceOffset: reached)
+            // As `run()` and the relays name it: a failure sluice has no name for (exit 1).
+            return .failed(.unexpected(String(describing: error)), sourceOffset: reached)
         }
     }
 

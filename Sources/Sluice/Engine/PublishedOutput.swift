@@ -17,9 +17,19 @@ import Glibc
 enum PublishedOutput {
     /// When the checkpoint's file output is missing its partial file and `output.path`
     /// begins with the recorded bytes: makes the partial file from them and returns the
-    /// notice that says what happened; nil (touching nothing) otherwise.
+    /// notice that says what happened. When `output.path` is there but cannot be used, the
+    /// notice says why (touching nothing; the resume then finds the partial file missing
+    /// and starts over). Nil, touching nothing, when neither applies.
     static func reopen(_ state: FileSinkState, output: OutputTarget) throws -> String? {
-        guard let source = try published(state, path: output.path, partialPath: output.partialPath) else { return nil }
+        let shown = DisplayText.escaped(output.path)
+        let source: Int32
+        switch try published(state, path: output.path, partialPath: output.partialPath) {
+        case .notApplicable: return nil
+        case .unusable(let why):
+            return "\(shown) is there, but \(why), so the run cannot resume on it; it stays as it is until a"
+                + " complete new output replaces it"
+        case .matches(let fd): source = fd
+        }
         defer { close(source) }
         let partial = try POSIX.createNew(output.partialPath, mode: 0o644)
         do {
@@ -30,7 +40,6 @@ enum PublishedOutput {
             unlink(output.partialPath)
             throw error
         }
-        let shown = DisplayText.escaped(output.path)
         return "\(shown) is there and begins with the \(Counted.bytes(state.bytesWritten)) the checkpoint records: the last"
             + " run most likely finished and was stopped before it removed its checkpoint; resuming from that checkpoint"
             + " on a copy of those bytes, so the rest is checked again before the result replaces \(shown)"
@@ -39,26 +48,48 @@ enum PublishedOutput {
 
     /// Whether a rerun would resume on the published output (for `sluice inspect`; reads only).
     static func wouldReopen(_ state: FileSinkState) -> Bool {
-        guard let fd = try? published(state, path: state.path, partialPath: FileSink.partialPath(for: state.path)) else { return false }
+        guard case .matches(let fd)? = try? published(state, path: state.path, partialPath: FileSink.partialPath(for: state.path))
+        else { return false }
         close(fd)
         return true
     }
 
-    /// `path` opened for reading when the partial file is missing and `path` is a regular
-    /// file that begins with the recorded bytes; nil otherwise.
-    private static func published(_ state: FileSinkState, path: String, partialPath: String) throws -> Int32? {
-        guard state.bytesWritten > 0, POSIX.lstatFacts(partialPath) == nil, let found = POSIX.lstatFacts(path),
-            found.kind == .regular, found.size >= state.bytesWritten,
-            let fd = try? POSIX.openRegular(path, access: O_RDONLY, operation: "open")
-        else { return nil }
+    /// What a published output is to a checkpoint whose partial file is missing.
+    private enum Published {
+        /// The partial file is there, the checkpoint records no bytes, or nothing is at `path`.
+        case notApplicable
+        /// Something is at `path` that does not begin with the recorded bytes: why.
+        case unusable(String)
+        /// `path`, opened for reading: it begins with the recorded bytes.
+        case matches(Int32)
+    }
+
+    /// Whether `path` can stand in for the missing partial file: a regular file that begins
+    /// with the recorded bytes.
+    private static func published(_ state: FileSinkState, path: String, partialPath: String) throws -> Published {
+        guard state.bytesWritten > 0, POSIX.lstatFacts(partialPath) == nil, let found = POSIX.lstatFacts(path) else {
+            return .notApplicable
+        }
+        let recorded = Counted.bytes(state.bytesWritten)
+        guard found.kind == .regular else { return .unusable("it is not a regular file") }
+        guard found.size >= state.bytesWritten else {
+            return .unusable("it holds \(Counted.bytes(found.size)), fewer than the \(recorded) the checkpoint records")
+        }
+        let fd: Int32
         do {
-            if try OutputChecksum.of(fd, from: 0, count: state.bytesWritten, path: path) == OutputChecksum(state.crc64) { return fd }
+            guard let opened = try POSIX.openRegular(path, access: O_RDONLY, operation: "open") else { return .notApplicable }
+            fd = opened
+        } catch {
+            return .unusable("it cannot be read (\(error))")
+        }
+        do {
+            if try OutputChecksum.of(fd, from: 0, count: state.bytesWritten, path: path) == OutputChecksum(state.crc64) { return .matches(fd) }
         } catch {
             close(fd)
             throw error
         }
         close(fd)
-        return nil
+        return .unusable("its first \(recorded) are not the ones the checkpoint records (their CRC-64 differs)")
     }
 
     /// The first `count` bytes of `source` into `target`, by reading and writing: this runs

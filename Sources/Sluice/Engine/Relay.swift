@@ -145,8 +145,10 @@ final class Relay: BufferLendingSink, HandOverSink, AheadWritingSink, @unchecked
             } catch {
                 // Stop the run first (a source far upstream may be waiting in libcurl or a
                 // read), so the producer, woken next, finds the run stopped; recorded before
-                // the exit below, as `finish()` reads it once the consumer is gone.
-                control.fail(error as? SluiceError ?? .cancelled)
+                // the exit below, as `finish()` reads it once the consumer is gone. An error
+                // that is not a SluiceError is a bug, never the user's stop: it must not read
+                // as an interruption (exit 130).
+                control.fail(error as? SluiceError ?? .unexpected(String(describing: error)))
                 queue.record(error)
             }
         }

@@ -55,8 +55,9 @@ enum RunStart: Equatable {
 /// How one attempt (from the checkpoint, or from zero) ended.
 enum AttemptOutcome: Equatable {
     case finished(sourceBytes: UInt64)
-    /// The source is no longer what the checkpoint (or the attempt's start) recorded.
-    case sourceChanged(location: String, reason: String)
+    /// The source is no longer what the checkpoint (or the attempt's start) recorded;
+    /// `duringRun`: it was as recorded when this attempt began (`SourceChanged.duringRun`).
+    case sourceChanged(location: String, reason: String, duringRun: Bool = false)
     /// The partial file is shorter than the checkpoint says is durable.
     case partialTooShort(path: String, expected: UInt64)
     /// The partial output is not what the checkpoint describes (a changed partial file, or
@@ -89,14 +90,15 @@ enum AfterAttempt: Equatable {
         switch outcome {
         case .finished(let bytes):
             return .finished(sourceBytes: bytes)
-        case .sourceChanged(let location, let reason):
+        case .sourceChanged(let location, let reason, let duringRun):
+            let sinceCheckpoint = facts.resumed && !duringRun
             guard facts.sinkCanStartOver else {
-                return .fail(.remoteChanged(url: location, reason: reason), discard: false)
+                return .fail(.remoteChanged(url: location, reason: reason, duringRun: !sinceCheckpoint), discard: false)
             }
             guard !facts.startedOver else {
                 return .fail(.transfer(url: location, cause: .changedAgain(reason: reason)), discard: false)
             }
-            let since = facts.resumed ? "since the checkpoint" : "during the transfer"
+            let since = sinceCheckpoint ? "since the checkpoint" : "during the transfer"
             return .startOver(reason: "\(location) changed \(since) (\(reason)); starting over from zero")
         case .partialTooShort(let path, let expected):
             guard !facts.startedOver else { return .fail(.io(path: path, operation: "resume", errno: EIO), discard: false) }

@@ -48,10 +48,16 @@ struct RunPaths {
         /// Which process holds the lock file at a name (nil: none, or no such file).
         var lockHolder: @Sendable (String) -> LockHolder? = { _ in nil }
 
-        static let live = Probe(
-            lstat: { POSIX.lstatFacts($0) }, stat: { POSIX.statFacts($0) },
-            canonical: { RunPaths.canonicalName($0) }, isLeftoverTemporary: { CheckpointStore.isLeftoverTemporary($0) },
-            lockHolder: { LockHolder.of($0) })
+        /// The file system as it is, with checkpoints sealed by the key in `CheckpointKey.directory()`.
+        static var live: Probe { live(keyDirectory: CheckpointKey.directory()) }
+
+        static func live(keyDirectory: String) -> Probe {
+            Probe(
+                lstat: { POSIX.lstatFacts($0) }, stat: { POSIX.statFacts($0) },
+                canonical: { RunPaths.canonicalName($0) },
+                isLeftoverTemporary: { CheckpointStore.isLeftoverTemporary($0, keyDirectory: keyDirectory) },
+                lockHolder: { LockHolder.of($0) })
+        }
     }
 
     let names: [Name]
@@ -171,8 +177,9 @@ struct RunPaths {
             return .unsafePath(
                 path: name.path,
                 reason:
-                    "sluice writes its checkpoint there first, and the file there is not one it left (sluice links a checkpoint"
-                    + " there only whole, and this file does not begin as one); sluice leaves it: move it away or name another --checkpoint"
+                    "sluice writes its checkpoint there first, and the file there is not one it can show it left (sluice links"
+                    + " a checkpoint there only whole and sealed with this user's key, and this file is not one); sluice leaves it:"
+                    + " move it away or name another --checkpoint"
             )
         }
     }

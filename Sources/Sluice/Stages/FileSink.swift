@@ -15,8 +15,9 @@ public struct FileSinkState: StageStateValue {
     public func resumeProblem() -> String? {
         let partial = FileSink.partialPath(for: path)
         var st = stat()
-        guard stat(partial, &st) == 0, st.st_size >= 0, UInt64(st.st_size) >= bytesWritten else {
-            return "\(partial) is missing or shorter than the \(bytesWritten) bytes recorded"
+        guard stat(partial, &st) == 0 else { return "\(partial) is missing (\(Counted.bytes(bytesWritten)) recorded)" }
+        guard st.st_size >= 0, UInt64(st.st_size) >= bytesWritten else {
+            return "\(partial) is shorter than the \(Counted.bytes(bytesWritten)) recorded"
         }
         return nil
     }
@@ -47,8 +48,13 @@ public final class FileSink: TerminalSink, AheadWritingSink {
         if let state, state.bytesWritten > UInt64(Int64.max) {
             throw StateRejected("the file state is malformed: \(state.bytesWritten) bytes written")
         }
-        fd = try Self.openPartial(partialPath, fresh: state == nil)
+        let (opened, created) = try Self.openPartial(partialPath, fresh: state == nil)
+        fd = opened
         let keep = state?.bytesWritten ?? 0
+        if state != nil, created, keep > 0 {
+            close(fd)
+            throw FileSinkError.partialMissing(path: partialPath, expected: keep)
+        }
         if let state, (POSIX.fileSize(fd) ?? 0) < state.bytesWritten {
             close(fd)
             throw FileSinkError.partialTooShort(path: partialPath, expected: state.bytesWritten)
@@ -74,10 +80,11 @@ public final class FileSink: TerminalSink, AheadWritingSink {
     /// A new partial file (O_EXCL), or the one a checkpoint continues — never through a
     /// link, never a FIFO or device, never a file with other names (cutting it back would
     /// change those too), never another user's.
-    private static func openPartial(_ path: String, fresh: Bool) throws -> Int32 {
+    /// The partial file, and whether it was just created (it was missing).
+    private static func openPartial(_ path: String, fresh: Bool) throws -> (fd: Int32, created: Bool) {
         for _ in 0..<1000 {
             do {
-                return try POSIX.createNew(path, mode: 0o644)
+                return (try POSIX.createNew(path, mode: 0o644), true)
             } catch SluiceError.io(_, _, let code) where code == EEXIST {}
             // A fresh run never writes into a file it finds at the name (left by a crash, or
             // put there by someone who keeps it open to read or change what we write, and
@@ -100,7 +107,7 @@ public final class FileSink: TerminalSink, AheadWritingSink {
                 close(fd)
                 throw SluiceError.unsafePath(path: path, reason: "it belongs to another user, who could change it while sluice writes to it")
             }
-            return fd
+            return (fd, false)
         }
         throw SluiceError.io(path: path, operation: "create", errno: EAGAIN)
     }
@@ -217,6 +224,8 @@ final class FileAheadWriter: AheadWriter {
 enum FileSinkError: Error, Equatable {
     /// The partial file holds fewer bytes than the checkpoint says are durable.
     case partialTooShort(path: String, expected: UInt64)
+    /// The partial file is not there at all, though the checkpoint records bytes in it.
+    case partialMissing(path: String, expected: UInt64)
     /// The partial file's first `bytes` bytes are not the ones the checkpoint recorded.
     case partialChanged(path: String, bytes: UInt64)
 }
@@ -239,7 +248,7 @@ extension FileSink {
         // the partial file is never a link, a FIFO or a device.
         return OutputTarget(
             path: path, partialPath: partial,
-            preflight: {
+            preflight: { _ in
                 if let problem = RunPaths.fileOutputProblem(path) ?? RunPaths.writtenFileProblem(partial) { throw problem }
             }, discardPartial: { discard(path: path) })
     }

@@ -80,7 +80,9 @@ public final class FileSource: ByteSource {
                 // A file cut short while being read (truncated, rotated) ends early: what
                 // came out is neither the file as it was nor as it is now.
                 if isRegular && position < size {
-                    throw SourceChanged(location: path, reason: "it ended at byte \(position) while being read, but had \(Counted.bytes(size)) when opened")
+                    throw SourceChanged(
+                        location: path, reason: "it ended at byte \(position) while being read, but had \(Counted.bytes(size)) when opened",
+                        duringRun: true)
                 }
                 return
             }

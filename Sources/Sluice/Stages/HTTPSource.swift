@@ -37,6 +37,9 @@ public final class HTTPSource: ByteSource {
     private let firstSeen: Mutex<FetchValidators?>
     /// Whether the resume was already said to rest on the length alone (said once a run).
     private let saidUnvalidated = Mutex(false)
+    /// Whether a response of this run was accepted: a change found after that happened
+    /// during the run (`SourceChanged.duringRun`).
+    private let acceptedThisRun = Mutex(false)
 
     /// Things the user should know that are not failures; the CLI prints them.
     public let warnings: [String]
@@ -152,7 +155,7 @@ public final class HTTPSource: ByteSource {
             case .giveUp(let cause, let gaveUp):
                 throw SluiceError.transfer(url: shownURL, cause: cause.mapText(scrub), gaveUp: gaveUp)
             case .changed(let reason):
-                throw SourceChanged(location: shownURL, reason: scrub(reason))
+                throw SourceChanged(location: shownURL, reason: scrub(reason), duringRun: acceptedThisRun.withLock { $0 })
             case .retry(let number, let delay, let fromStart, let reason):
                 if fromStart { location = start }
                 control.progress.emit(.retry(attempt: number, delay: delay, reason: scrub(reason.description)))
@@ -190,6 +193,7 @@ public final class HTTPSource: ByteSource {
                 if case .deliver(_, let seen, _) = verdict, requested == 0 || known == nil {
                     firstSeen.withLock { $0 = seen }
                 }
+                if case .deliver = verdict { acceptedThisRun.withLock { $0 = true } }
                 if case .deliver(_, let seen, _) = verdict, requested > 0, requested == startOffset {
                     noticeUnvalidatedResume(known: known, seen: seen, server: current.authority)
                 }

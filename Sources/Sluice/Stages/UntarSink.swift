@@ -699,11 +699,12 @@ extension UntarSink {
     static func output(directory: String) -> OutputTarget {
         OutputTarget(
             path: directory, partialPath: partialPath(for: directory),
-            preflight: { try preflight(directory: directory) },
+            preflight: { try preflight(directory: directory, checkpoint: $0) },
             discardPartial: { discard(directory: directory) })
     }
 
-    static func preflight(directory: String) throws {
+    /// `checkpoint`: the run's (nil: `DIR.sluice`), for explaining a refusal.
+    static func preflight(directory: String, checkpoint: String? = nil) throws {
         // The partial tree is a directory of ours or nothing: a link, file or FIFO there is
         // not removed (it may not be ours), the run is refused.
         let partial = partialPath(for: directory)
@@ -725,18 +726,18 @@ extension UntarSink {
             if name != "." && name != ".." {
                 throw SluiceError.usage(
                     "the untar destination \(directory) exists and is not empty; "
-                        + (leftoverCheckpoint(directory: directory) ?? "name a new or empty directory"))
+                        + (leftoverCheckpoint(directory: directory, checkpoint: checkpoint ?? directory + ".sluice")
+                            ?? "name a new or empty directory"))
             }
         }
     }
 
-    /// DIR is not empty and its partial tree is gone, but `DIR.sluice` is a checkpoint of an
+    /// DIR is not empty and its partial tree is gone, but the checkpoint is one of an
     /// untar into DIR: a run that renamed `DIR.sluice-part` to DIR was stopped before it
     /// removed the checkpoint — or DIR is something else. What the checkpoint lists (the
     /// members before its cut) is checked in DIR to tell which; what came after the cut
     /// cannot be, so the run says what it found and what to do rather than finish itself.
-    static func leftoverCheckpoint(directory: String) -> String? {
-        let checkpointPath = directory + ".sluice"
+    static func leftoverCheckpoint(directory: String, checkpoint checkpointPath: String) -> String? {
         guard POSIX.lstatFacts(partialPath(for: directory)) == nil,
             case .valid(let checkpoint)? = try? CheckpointStore(path: checkpointPath).read(),
             let state = checkpoint.stages.lazy.compactMap({ $0.as(UntarState.self) }).first,

@@ -25,8 +25,13 @@ extension ByteSource {
 public struct SourceChanged: Error, Sendable {
     public let location: String
     public let reason: String
-    public init(location: String, reason: String) {
+    /// The change showed after this run had found the source as the checkpoint recorded
+    /// it (a later request, an extra connection, a file shrinking as it is read): it
+    /// happened during this run, not between the runs.
+    public let duringRun: Bool
+    public init(location: String, reason: String, duringRun: Bool = false) {
         self.location = location
         self.reason = reason
+        self.duringRun = duringRun
     }
 }

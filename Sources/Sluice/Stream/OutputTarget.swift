@@ -6,11 +6,12 @@ public struct OutputTarget: Sendable {
     public let path: String
     /// Where the output grows until the whole pipeline succeeded.
     public let partialPath: String
-    private let check: @Sendable () throws -> Void
+    /// Takes the run's checkpoint path (nil: none), so a refusal can explain one left there.
+    private let check: @Sendable (String?) throws -> Void
     private let discard: @Sendable () -> Void
 
     init(
-        path: String, partialPath: String, preflight: @escaping @Sendable () throws -> Void,
+        path: String, partialPath: String, preflight: @escaping @Sendable (_ checkpoint: String?) throws -> Void,
         discardPartial: @escaping @Sendable () -> Void
     ) {
         self.path = path
@@ -19,8 +20,9 @@ public struct OutputTarget: Sendable {
         self.discard = discardPartial
     }
 
-    /// Refuses, before anything is touched, an output that cannot be written (exit 2).
-    public func preflight() throws { try check() }
+    /// Refuses, before anything is touched, an output that cannot be written (exit 2);
+    /// `checkpoint` is the run's (nil: the default beside the output, or none).
+    public func preflight(checkpoint: String? = nil) throws { try check(checkpoint) }
 
     /// Removes the partial output: the run failed for good or starts over.
     public func discardPartial() { discard() }

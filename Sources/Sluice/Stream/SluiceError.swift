@@ -34,8 +34,15 @@ public enum SluiceError: Error, Sendable, Equatable {
     case limitExceeded(format: String, offset: UInt64, what: String, needed: UInt64, limit: UInt64, option: String)
     /// A local read or write failed (exit 6).
     case io(path: String, operation: String, errno: Int32)
-    /// The remote content changed since the checkpoint and the sink cannot start over (exit 7).
-    case remoteChanged(url: String, reason: String)
+    /// A name sluice writes while it runs (the checkpoint, its temporary file) was taken
+    /// during the run by something sluice did not make: it leaves that alone and stops, as
+    /// for a failed write (exit 6), keeping the partial output and the last checkpoint.
+    /// `reason` says what stands there and what to do.
+    case obstructed(path: String, reason: String)
+    /// The remote content changed since the checkpoint and the sink cannot start over (exit 7);
+    /// `duringRun`: it changed after this run had found it as recorded, or on a run that
+    /// resumed nothing.
+    case remoteChanged(url: String, reason: String, duringRun: Bool = false)
     /// SIGINT/SIGTERM or `Pipeline.cancel()` (exit 130).
     case cancelled
     /// A failure Sluice has no name for (exit 1): a bug to report, never expected.
@@ -48,7 +55,7 @@ public enum SluiceError: Error, Sendable, Equatable {
         case .transfer: return 3
         case .checksumMismatch: return 4
         case .corruptData, .limitExceeded: return 5
-        case .io: return 6
+        case .io, .obstructed: return 6
         case .remoteChanged: return 7
         case .cancelled: return 130
         case .unexpected: return 1
@@ -96,8 +103,10 @@ extension SluiceError: CustomStringConvertible {
                 + " over the limit of \(ByteSize.text(limit)) (\(option)=SIZE raises it)"
         case .io(let path, let operation, let code):
             return "cannot \(operation) \(path): \(String(cString: strerror(code)))"
-        case .remoteChanged(let url, let reason):
-            return "\(url) changed since the checkpoint (\(reason))"
+        case .obstructed(let path, let reason):
+            return "cannot write \(path): \(reason)"
+        case .remoteChanged(let url, let reason, let duringRun):
+            return "\(url) changed \(duringRun ? "during the transfer" : "since the checkpoint") (\(reason))"
         case .cancelled:
             return "interrupted"
         case .unexpected(let what):

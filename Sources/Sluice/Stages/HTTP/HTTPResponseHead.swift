@@ -77,6 +77,10 @@ struct HTTPResponseHead {
     }
     var location: String? { fields["location"] }
     var contentRange: ContentRange? { fields["content-range"].flatMap(ContentRange.init) }
+    /// The total length Content-Range states, even when its range does not fit it (a server
+    /// that ignores If-Range answers the range asked for against a now shorter total): it
+    /// still tells which version answered. Nil for `*` or no such field.
+    var statedTotal: UInt64? { fields["content-range"].flatMap(ContentRange.statedTotal) }
 
     /// The validators this response carries; `totalLength` is the caller's to fill in,
     /// since where it comes from depends on the status.
@@ -157,10 +161,7 @@ struct ContentRange: Equatable {
 
     init?(_ text: String) {
         self.text = text
-        let value = text.strippingBlanks()
-        guard value.lowercased().hasPrefix("bytes "), let slash = value.firstIndex(of: "/") else { return nil }
-        let range = value[value.index(value.startIndex, offsetBy: 6)..<slash].strippingBlanks()
-        let totalText = value[value.index(after: slash)...].strippingBlanks()
+        guard let (range, totalText) = Self.parts(of: text) else { return nil }
         if totalText == "*" {
             total = nil
         } else {
@@ -178,6 +179,21 @@ struct ContentRange: Equatable {
         else { return nil }
         if let total, last >= total { return nil }
         kind = .bytes(first: first, last: last)
+    }
+
+    /// The number after the `/` of a `bytes …/TOTAL` field, whatever stands before it.
+    static func statedTotal(_ text: String) -> UInt64? {
+        parts(of: text).flatMap { HTTPNumber.parse($0.total) }
+    }
+
+    /// The range and the total of `bytes RANGE/TOTAL`, blanks stripped.
+    private static func parts(of text: String) -> (range: String, total: String)? {
+        let value = text.strippingBlanks()
+        guard value.lowercased().hasPrefix("bytes "), let slash = value.firstIndex(of: "/") else { return nil }
+        return (
+            value[value.index(value.startIndex, offsetBy: 6)..<slash].strippingBlanks(),
+            value[value.index(after: slash)...].strippingBlanks()
+        )
     }
 }
 

@@ -313,7 +313,7 @@ final class MultiFetch: @unchecked Sendable {
         if retired.reason == nil {
             if refusesRanges {
                 var seen = head.validators
-                seen.totalLength = status == 200 ? head.contentLength : head.contentRange?.total
+                seen.totalLength = status == 200 ? head.contentLength : head.statedTotal
                 if known.contradiction(by: seen) != nil { return nil }
             }
             let reason = misplaced ? "HTTP \(head.statusText) \(Self.misplacement(head))" : "HTTP \(head.statusText)"

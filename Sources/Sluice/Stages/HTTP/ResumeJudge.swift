@@ -50,6 +50,15 @@ struct ResumeJudge {
             }
             return .deliver(skip: offset, seen: seen, end: end)
         case 206:
+            var seen = head.validators
+            seen.totalLength = head.statedTotal
+            // Validators (a stated total included) that contradict the known ones show another
+            // version, whatever else the answer says: a server that ignores If-Range sends the
+            // range asked for against a now shorter total, which the range cannot fit.
+            if let reason = known?.contradiction(by: seen) { return .failed(.changed(reason)) }
+            if offset > 0, let total = seen.totalLength, total <= offset {
+                return .failed(.changed("\(from) says the content is now \(Counted.bytes(total)), no longer than the resume offset \(offset)"))
+            }
             guard let range = head.contentRange, case .bytes(let first, let last) = range.kind else {
                 let field = head["content-range"].map { "Content-Range '\(DisplayText.quoted($0))'" } ?? "no Content-Range"
                 return refused("\(from) with \(field); cannot tell which bytes it holds")
@@ -68,9 +77,6 @@ struct ResumeJudge {
                     "\(from) with Content-Range '\(DisplayText.quoted(range.text))' and \(length),"
                         + " which do not agree")
             }
-            var seen = head.validators
-            seen.totalLength = range.total
-            if let reason = known?.contradiction(by: seen) { return .failed(.changed(reason)) }
             if let refusal = unproven(seen) { return refusal }
             // A 206 carries the ETag a 200 would (RFC 9110 §15.3.7): one that drops the known
             // tag cannot show that its bytes belong to the same version.
