@@ -48,6 +48,9 @@ public final class XzDecoder: ForwardingSink {
     private var gatheringQueued = false
     /// The oldest sized block not yet handed on, decoded on this thread.
     private var head: XzHeadBlock?
+    /// The block being gathered when it will be the next head but a worker still decodes
+    /// the block before it: this thread starts it meanwhile, its output held back.
+    private var early: XzEarlyHead?
     /// Sized blocks decoded ahead of the head by the workers, at most: one per worker.
     private var lookAhead: Int { decoders - 1 }
     /// The file behind the next stage, for workers to write their blocks' output straight to
@@ -139,9 +142,20 @@ public final class XzDecoder: ForwardingSink {
     private(set) var blocksHandedOver = 0
     /// Blocks decoded ahead whose output a worker wrote straight into the file behind (for tests).
     private(set) var blocksWrittenAhead = 0
+    /// Heads started while a worker still decoded the block before them, and their output
+    /// decoded before that block went on (for tests).
+    private(set) var headsStartedEarly = 0
+    private(set) var outputDecodedEarly: UInt64 = 0
+    /// A head started early is being gathered (for tests).
+    var startingAHeadEarly: Bool { early != nil }
     /// Moves the place a worker writes at by this many bytes (tests: a wrong place is refused
     /// at the block's turn, never counted).
     var misplaceAheadForTests: UInt64 = 0
+    /// Tests: a worker finishes a block only once this thread waits for it.
+    var finishOnlyWhenAwaitedForTests: Bool {
+        get { pool.finishOnlyWhenAwaitedForTests }
+        set { pool.finishOnlyWhenAwaitedForTests = newValue }
+    }
 
     /// Damage found on this thread lies after every queued block: a queued block's own
     /// failure is the one to report. Either way the workers stop.
@@ -165,6 +179,7 @@ public final class XzDecoder: ForwardingSink {
             return used
         case .blockBody:
             guard let job = gathering else { throw XzFormatError("no block is being gathered") }
+            if let early { return try gatherEarly(job, early, input) }
             let pacing = try keepPace(with: job)
             // While the head keeps pace, small pieces let it follow closely.
             let piece = pacing ? UnsafeRawBufferPointer(rebasing: input.prefix(max(job.count / 32, 1 << 16))) : input
@@ -242,14 +257,23 @@ public final class XzDecoder: ForwardingSink {
             if decoders > 1 && XzBlockJob.qualifies(header) && heldFits {
                 // Every worker has a block, so this one will be the next head: the head and
                 // the blocks decoded ahead go on first, so that it is not gathered whole
-                // beside their output and their compressed bytes (see `keepPace`).
-                if pool.count >= lookAhead { try drain() }
+                // beside their output and their compressed bytes (see `keepPace`) — but
+                // rather than wait for a worker's block, this thread starts this one.
+                if pool.count >= lookAhead {
+                    while head != nil { try advanceHead() }
+                    if !XzEarlyHead.suits(header) { try drain() }
+                }
                 let job = XzBlockJob(
                     offset: unitStart, headerBytes: unit, header: header, checkKind: checkKind,
                     blockNumber: blocks.count &+ 1, streamNumber: streamsDone &+ 1)
                 gathering = job
                 phase = .blockBody
-                try queueWhileGathering(job)
+                if head == nil && pool.count > 0 {
+                    early = XzEarlyHead(job, lzma2: lzma2)
+                    headsStartedEarly += 1
+                } else {
+                    try queueWhileGathering(job)
+                }
             } else {
                 // A block decoded here follows every queued block's output.
                 try drain()
@@ -369,8 +393,10 @@ public final class XzDecoder: ForwardingSink {
         (job.header.uncompressedSize ?? 0) >= workerMinimum
     }
 
-    /// A queued block that will not be gathered whole leaves the queue (its worker gives up).
+    /// A queued block that will not be gathered whole leaves the queue (its worker gives up);
+    /// a head started early is dropped with what it held back.
     private func withdrawGathering() {
+        early = nil
         guard gatheringQueued, let gathering else { return }
         pool.withdraw(gathering)
         gatheringQueued = false
@@ -386,6 +412,17 @@ public final class XzDecoder: ForwardingSink {
         phase = .blockStart
         if gatheringQueued {
             gatheringQueued = false
+        } else if let early, early.head.job === job {
+            // Everything before it goes on, then what it held back, and it streams on.
+            self.early = nil
+            try drainQueue(decodingHere: false)
+            head = early.head
+            blocksStreamed += 1
+            let held = early.heldOutput
+            outputOffset &+= UInt64(held.count)
+            streamOutput &+= UInt64(held.count)
+            try XzWaits.time(.stageWritesHead) { try next.write(held) }
+            if job.header.uncompressedSize == 0 { try advanceHead() }
         } else if head != nil && pool.count < lookAhead && Self.worthAWorker(job) {
             try submit(job)
             blocksDecodedAhead += 1
@@ -438,10 +475,49 @@ public final class XzDecoder: ForwardingSink {
         // A block still coming in cannot be handed on (the input ended or failed before it).
         withdrawGathering()
         while head != nil { try advanceHead() }
+        try drainQueue(decodingHere: true)
+    }
+
+    /// Every block decoded ahead handed on, waiting for the workers. `decodingHere`: a block
+    /// no worker has taken yet is decoded on this thread — not while a head started early
+    /// owns this thread's decoder (a worker takes it then).
+    private func drainQueue(decodingHere: Bool) throws {
         while pool.count > 0 {
-            pool.waitForHead(decodingWith: lzma2)
+            pool.waitForHead(decodingWith: decodingHere ? lzma2 : nil)
             try emitFinished()
         }
+    }
+
+    /// Gathers the next head while a worker still decodes a block before it, decoding its
+    /// chunks here as they come in (their output held back) instead of waiting for the
+    /// worker. While that block is out, no more of this one is gathered than about what the
+    /// head before it still held (a quarter of a block, as `keepPace` leads), so the
+    /// compressed bytes held stay as they were; then this thread waits for the worker.
+    private func gatherEarly(_ job: XzBlockJob, _ early: XzEarlyHead, _ input: UnsafeRawBufferPointer) throws -> Int {
+        try emitFinished()
+        var piece = input
+        if pool.count > 0 {
+            let before = early.held
+            do {
+                while pool.count > 0, try early.advance() {
+                    try emitFinished()
+                }
+            } catch let error as SluiceError {
+                // Damage here comes after the blocks before it, whose own failure goes first.
+                throw failing(error)
+            }
+            outputDecodedEarly &+= UInt64(early.held - before)
+            let room = job.count / 4 - job.gathered
+            if pool.count > 0 && room <= 0 {
+                try drainQueue(decodingHere: false)
+                return 0
+            }
+            if pool.count > 0 { piece = UnsafeRawBufferPointer(rebasing: input.prefix(max(min(room, job.count / 32), 1))) }
+        }
+        let used = job.gather(piece)
+        inputOffset &+= UInt64(used)
+        if job.isGathered { try queue(job) }
+        return used
     }
 
     private func emit(_ job: XzBlockJob) throws {

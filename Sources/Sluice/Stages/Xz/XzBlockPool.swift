@@ -214,12 +214,12 @@ final class XzBlockPool: @unchecked Sendable {
         return head.job
     }
 
-    /// Returns once the head job is done: decoded here if no worker has taken it yet (a
-    /// pool without workers, or one not yet woken), else waited for. Returns at once when
-    /// the queue is empty.
-    func waitForHead(decodingWith lzma2: Lzma2Decoder) {
+    /// Returns once the head job is done: decoded here with `lzma2` if no worker has taken
+    /// it yet (a pool without workers, or one not yet woken), else waited for (without a
+    /// decoder, a worker takes it). Returns at once when the queue is empty.
+    func waitForHead(decodingWith lzma2: Lzma2Decoder?) {
         condition.lock()
-        if let head = entries.first, !head.claimed {
+        if let lzma2, let head = entries.first, !head.claimed {
             head.claimed = true
             let available = head.available
             condition.unlock()
@@ -229,8 +229,24 @@ final class XzBlockPool: @unchecked Sendable {
             return
         }
         XzWaits.time(.stageWaitsForWorker) {
+            stageWaits = true
+            condition.broadcast()
             while let head = entries.first, !head.done { condition.wait() }
+            stageWaits = false
         }
+        condition.unlock()
+    }
+
+    /// Tests: a worker finishes a block only once the stage's thread waits for one, so the
+    /// stage's thread always runs out of other work first (no timing involved).
+    var finishOnlyWhenAwaitedForTests = false
+    /// The stage's thread waits for a worker's block (guarded by `condition`).
+    private var stageWaits = false
+
+    private func awaitTheStageForTests(_ entry: Entry) {
+        guard finishOnlyWhenAwaitedForTests else { return }
+        condition.lock()
+        while !stageWaits && !entry.withdrawn && !stopping.load(ordering: .acquiring) { condition.wait() }
         condition.unlock()
     }
 
@@ -281,6 +297,7 @@ final class XzBlockPool: @unchecked Sendable {
             // Written ahead, the output is in the file already: its mapping (pages given back)
             // is the next block's at once.
             if entry.job.writtenAhead != nil, let mapping = entry.job.takeOutputMapping() { recycle(mapping) }
+            awaitTheStageForTests(entry)
             markDone(entry)
         }
         XzWaits.addThreadCPU(.workerCPU)
