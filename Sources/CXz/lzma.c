@@ -114,6 +114,13 @@ void cxz_lzma_reset(cxz_lzma *m) {
             else { TREE(lc_ + 258, 8, out); out += 16; } } \
     } while (0)
 
+// Fetches the cache lines of the 2^(late+4) bytes before span_end (2^(late-2)+1 lines, as
+// the span need not start on a line).
+static inline void prefetch_span(uintptr_t span_end, uint32_t late) {
+    __builtin_prefetch((const void *)(span_end - (1u << (late + 4))));
+    for (uint32_t k = 0; k < (1u << (late + 4)); k += 64) __builtin_prefetch((const void *)(span_end - 1 - k));
+}
+
 static inline uint32_t after_literal(uint32_t s) { return s < 4 ? 0 : (s < 10 ? s - 3 : s - 6); }
 
 int cxz_lzma_decode(cxz_lzma *m, cxz_window *w, const uint8_t *in, size_t in_size, size_t out_size) {
@@ -217,8 +224,8 @@ int cxz_lzma_decode(cxz_lzma *m, cxz_window *w, const uint8_t *in, size_t in_siz
 #pragma clang loop unroll(disable)
                     while (j < nd - late) DIRECT_BIT
                     const uintptr_t span_end = (uintptr_t)out - dist - (high << (late + 4));
-                    __builtin_prefetch((const void *)(span_end - (1u << (late + 4))));
-                    for (uint32_t k = 0; k < (1u << (late + 4)); k += 64) __builtin_prefetch((const void *)(span_end - 1 - k));
+                    if (late == 5) prefetch_span(span_end, 5);  // a constant count: no loop
+                    else prefetch_span(span_end, late);
 #pragma clang loop unroll(disable)
                     while (j < nd) DIRECT_BIT
 #undef DIRECT_BIT
