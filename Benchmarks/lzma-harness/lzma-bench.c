@@ -15,9 +15,12 @@ typedef int (*decode_fn)(cxz_lzma *, cxz_window *, const uint8_t *, size_t, size
 static decode_fn decoder = cxz_lzma_decode;
 #define cxz_lzma_decode(...) decoder(__VA_ARGS__)
 #endif
+// LZMA_BENCH_MIB=N stops after the first N MiB of output (shorter rounds, more pairs).
+static size_t stop_after = (size_t)-1;
 static int lzma2(const uint8_t *in, size_t n, cxz_lzma *m, cxz_window *w, size_t size, size_t *used) {
     size_t p = 0;
     for (;;) {
+        if (w->pos >= stop_after) { *used = p; return 0; }
         if (p >= n) return -1;
         uint8_t c = in[p];
         if (c == 0) { *used = p + 1; return 0; }
@@ -52,6 +55,7 @@ int main(int argc, char **argv) {
     const uint8_t *lz = d + bh + hsize;
     // The block's uncompressed size is not in its header (xz -T1): decode once to learn it.
     size_t size = (size_t)1 << 31;
+    if (getenv("LZMA_BENCH_MIB")) stop_after = (size_t)atoi(getenv("LZMA_BENCH_MIB")) << 20;
     int reps = atoi(argv[2]);
     cxz_lzma *m = malloc(sizeof *m);
     uint8_t *buf = NULL; size_t cap = 0;

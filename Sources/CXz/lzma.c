@@ -114,6 +114,13 @@ void cxz_lzma_reset(cxz_lzma *m) {
             else { TREE(lc_ + 258, 8, out); out += 16; } } \
     } while (0)
 
+// Fetches the cache lines of the 2^(late+4) bytes before span_end (2^(late-2)+1 lines, as
+// the span need not start on a line).
+static inline void prefetch_span(uintptr_t span_end, uint32_t late) {
+    __builtin_prefetch((const void *)(span_end - (1u << (late + 4))));
+    for (uint32_t k = 0; k < (1u << (late + 4)); k += 64) __builtin_prefetch((const void *)(span_end - 1 - k));
+}
+
 static inline uint32_t after_literal(uint32_t s) { return s < 4 ? 0 : (s < 10 ? s - 3 : s - 6); }
 
 int cxz_lzma_decode(cxz_lzma *m, cxz_window *w, const uint8_t *in, size_t in_size, size_t out_size) {
@@ -184,14 +191,25 @@ int cxz_lzma_decode(cxz_lzma *m, cxz_window *w, const uint8_t *in, size_t in_siz
                 if (slot < 14) {
                     REVERSE_TREE(probs + CXZ_DIST_SPECIAL + dist - slot - 1, direct, dist);
                 } else {
-                    uint32_t high = 0;
+                    // Direct bits have probability 1/2: range halves per bit whatever the bits are,
+                    // so where normalisation falls is known in advance. It first falls after bit
+                    // k1 = 8 - clz(range), and after that every 8 bits with no bit of range lost.
+                    // With code widened by the next 4 input bytes (C = code:bytes) and range
+                    // by 32 zero bits (R), a normalisation changes neither C nor R, so the bits
+                    // decode with no normalising: only R's halving drops its low bit until k1
+                    // (the mask). At most 4 normalisations, as 26 bits is the most there are.
+                    const uint32_t nd = direct - 4, k1 = 8 - (uint32_t)__builtin_clz(range | 1);
+                    uint32_t next4;
+                    memcpy(&next4, ip, 4);
+                    uint64_t C = (uint64_t)code << 32 | __builtin_bswap32(next4);
+                    uint64_t R = (uint64_t)range << 32;
+                    uint32_t high = 0, j = 0;
 #define DIRECT_BIT { \
-                        /* A fixed-probability bit: 1 when code - range/2 stays below 2^31. */ \
-                        range >>= 1; \
-                        const uint32_t d_ = code - range, neg_ = d_ >> 31; \
-                        code = UNPREDICTABLE(neg_) ? code : d_; \
-                        high = (high << 1) + (neg_ ^ 1); \
-                        NORMALIZE_NB }
+                        R = (R >> 1) & (j++ < k1 ? ~(uint64_t)0 << 32 : ~(uint64_t)0); \
+                        uint64_t d_; \
+                        const uint32_t zero_ = __builtin_sub_overflow(C, R, &d_); \
+                        C = UNPREDICTABLE(zero_) ? C : d_; \
+                        high = (high << 1) + (zero_ ^ 1); }
                     // A far match's first load waits for memory, and the next symbol (a literal
                     // reading the match's last byte) waits for that load, so the source is
                     // fetched as early as it is narrowed down: when all but the last `late`
@@ -202,13 +220,21 @@ int cxz_lzma_decode(cxz_lzma *m, cxz_window *w, const uint8_t *in, size_t in_siz
                     // Prefetches do not fault, and the address is computed in uintptr_t: a
                     // distance beyond the history only fetches a useless line and is refused
                     // below, before any byte is read.
-                    const uint32_t late = direct - 4 < 5 ? direct - 4 : 5;
-                    for (uint32_t i = 0; i < direct - 4 - late; i++) DIRECT_BIT
+                    const uint32_t late = nd < 5 ? nd : 5;
+#pragma clang loop unroll(disable)
+                    while (j < nd - late) DIRECT_BIT
                     const uintptr_t span_end = (uintptr_t)out - dist - (high << (late + 4));
-                    __builtin_prefetch((const void *)(span_end - (1u << (late + 4))));
-                    for (uint32_t k = 0; k < (1u << (late + 4)); k += 64) __builtin_prefetch((const void *)(span_end - 1 - k));
-                    for (uint32_t i = 0; i < late; i++) DIRECT_BIT
+                    if (late == 5) prefetch_span(span_end, 5);  // a constant count: no loop
+                    else prefetch_span(span_end, late);
+#pragma clang loop unroll(disable)
+                    while (j < nd) DIRECT_BIT
 #undef DIRECT_BIT
+                    // k1 > 8 only if a restored state's probabilities let range fall below 2^24:
+                    // the bits are then wrong but C and R stay consistent, and ip moves on at most 4.
+                    const uint32_t norms = nd < k1 ? 0 : k1 > 8 ? 0 : 1 + (nd - k1) / 8;
+                    range = (uint32_t)(R >> (32 - 8 * norms));
+                    code = (uint32_t)(C >> (32 - 8 * norms));
+                    ip += norms;
                     dist += high << 4;
                     REVERSE_TREE(probs + CXZ_ALIGN, 4, dist);
                     if (dist == 0xFFFFFFFFu) { err = CXZ_ERR_END_MARK; break; }
