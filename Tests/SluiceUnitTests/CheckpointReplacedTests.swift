@@ -56,7 +56,9 @@ final class CheckpointReplacedTests: XCTestCase {
         }
         try store.save(sample())
         XCTAssertFalse(FileManager.default.fileExists(atPath: store.temporaryPath), "a save leaves nothing there")
-        XCTAssertEqual(link(store.path, store.temporaryPath), 0)
+        // What a save killed between linking its file to C.tmp and the rename leaves: a whole
+        // checkpoint with that one name.
+        try XCTUnwrap(FileManager.default.contents(atPath: store.path)).write(to: URL(fileURLWithPath: store.temporaryPath))
         XCTAssertTrue(CheckpointStore.isLeftoverTemporary(store.temporaryPath, keyDirectory: store.keyDirectory))
         try store.save(sample())
         XCTAssertFalse(FileManager.default.fileExists(atPath: store.temporaryPath))
@@ -98,6 +100,23 @@ final class CheckpointReplacedTests: XCTestCase {
             XCTAssertEqual(FileManager.default.contents(atPath: temporary), content, "\(what): deleted or changed")
             XCTAssertEqual(unlink(temporary), 0)
         }
+    }
+
+    /// A whole checkpoint of ours at C.tmp that has a second name was linked there by
+    /// someone (a save links its file to C.tmp only): it is kept, and so is the other name.
+    func testAWholeCheckpointWithASecondNameAtTheTemporaryNameIsKept() throws {
+        let (store, path) = try store()
+        try store.save(sample())
+        let kept = path + "-kept"
+        XCTAssertEqual(link(path, kept), 0)
+        XCTAssertEqual(link(kept, store.temporaryPath), 0)
+        XCTAssertFalse(CheckpointStore.isLeftoverTemporary(store.temporaryPath, keyDirectory: store.keyDirectory))
+        store.remove()
+        XCTAssertTrue(FileManager.default.fileExists(atPath: store.temporaryPath), "a file with a second name was removed")
+        XCTAssertEqual(unlink(store.temporaryPath), 0)
+        // With its one name it is what a save interrupted before its rename leaves.
+        XCTAssertEqual(rename(kept, store.temporaryPath), 0)
+        XCTAssertTrue(CheckpointStore.isLeftoverTemporary(store.temporaryPath, keyDirectory: store.keyDirectory))
     }
 
     func testTheStoresOwnCheckpointIsReplacedAndRemoved() throws {

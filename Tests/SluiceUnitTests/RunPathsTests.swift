@@ -118,6 +118,34 @@ final class RunPathsTests: XCTestCase {
         return nil
     }
 
+    /// `--checkpoint o.sluice.tmp` would be taken for the leftover of a job writing `o` and
+    /// removed by it (and `o.sluice-part`, `o.sluice.lock` replaced): refused. `o.sluice` is
+    /// that job's own checkpoint name, which a user may spell out.
+    func testACheckpointNamedLikeAnotherJobsOwnFilesIsRefused() {
+        let rows: [(checkpoint: String, refused: String?, line: UInt)] = [
+            ("o.sluice.tmp", "the checkpoint's temporary file of a sluice job writing 'o';", #line),
+            ("o.sluice-part", "the partial output of a sluice job writing 'o';", #line),
+            ("d/o.sluice.lock", "the lock file of a sluice job writing 'd/o';", #line),
+            ("out.sluice", nil, #line),
+            ("o.sluice", nil, #line),
+            ("c.tmp", nil, #line),
+        ]
+        for row in rows {
+            let paths = RunPaths(output: Self.target("out"), checkpoint: row.checkpoint, input: nil, stdout: nil)
+            let problem = paths.problem(probe: Self.probe([:]))
+            guard let refused = row.refused else {
+                XCTAssertNil(problem, row.checkpoint, line: row.line)
+                continue
+            }
+            guard case .unsafePath(let path, let reason)? = problem else {
+                XCTFail("\(row.checkpoint): \(String(describing: problem))", line: row.line)
+                continue
+            }
+            XCTAssertEqual(path, row.checkpoint, line: row.line)
+            XCTAssertTrue(reason.contains(refused) && reason.contains("never writes a checkpoint over"), reason, line: row.line)
+        }
+    }
+
     /// `file o.sluice-part` (or `o.sluice`, `o.sluice.lock`, `o.sluice.tmp`) would replace the
     /// files of a job writing `o`: refused always, naming the running job when its lock is held.
     func testAnOutputNamedLikeAnotherJobsOwnFilesIsRefused() {

@@ -283,7 +283,8 @@ public final class CheckpointStore: @unchecked Sendable {
     /// crash can leave a partial `C.tmp` of ours: it cannot be told from someone's, so it is
     /// refused all the same.)
     static func isLeftoverTemporary(_ path: String, keyDirectory: String) -> Bool {
-        guard POSIX.lstatFacts(path)?.kind == .regular,
+        // A save links its file to this one name only: a second name shows someone made it.
+        guard let facts = POSIX.lstatFacts(path), facts.kind == .regular, facts.links == 1,
             case .valid? = try? CheckpointStore(path: path, keyDirectory: keyDirectory).read()
         else { return false }
         return true

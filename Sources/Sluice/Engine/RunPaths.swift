@@ -84,7 +84,8 @@ struct RunPaths {
     /// The first reason to refuse the run, or nil.
     func problem(probe: Probe = .live) -> SluiceError? {
         for name in names {
-            if let refusal = Self.directoryNameProblem(name) ?? Self.ownNameProblem(name, probe: probe) ?? Self.lengthProblem(name)
+            let ownName = name.role == .output ? Self.ownNameProblem(name, probe: probe) : nil
+            if let refusal = Self.directoryNameProblem(name) ?? ownName ?? Self.lengthProblem(name)
                 ?? Self.kindProblem(name, probe: probe)
             {
                 return refusal
@@ -102,6 +103,10 @@ struct RunPaths {
                 }
             }
             seen.append((name, canonical, identity))
+        }
+        // After the aliases: a checkpoint named as this run's own partial output is that.
+        for name in names where name.role == .checkpoint {
+            if let refusal = Self.ownNameProblem(name, probe: probe) { return refusal }
         }
         if let stdout, stdout.kind == .regular {
             for entry in seen where entry.name.role != .output && entry.identity == stdout.identity {
@@ -127,10 +132,13 @@ struct RunPaths {
     /// An output named like another job's own files (`file o.sluice-part`) would replace that
     /// job's partial output, checkpoint or lock at its final rename, whether the job is running
     /// or waits to be resumed (and a kill leaves no lock to show which). So such a name is
-    /// refused always; a running job's lock, when held, is named in the message.
+    /// refused always; a running job's lock, when held, is named in the message. A checkpoint
+    /// named so (`--checkpoint o.sluice.tmp`) would be taken for that job's leftover and
+    /// removed; only `o.sluice`, the checkpoint a job writing `o` uses anyway, is let through.
     static func ownNameProblem(_ name: Name, probe: Probe) -> SluiceError? {
-        guard name.role == .output,
-            let own = ownSuffixes.first(where: { name.path.hasSuffix($0.suffix) && name.path.count > $0.suffix.count })
+        guard name.role == .output || name.role == .checkpoint,
+            let own = ownSuffixes.first(where: { name.path.hasSuffix($0.suffix) && name.path.count > $0.suffix.count }),
+            name.role == .output || own.suffix != ".sluice"
         else { return nil }
         let owner = String(name.path.dropLast(own.suffix.count))
         guard !owner.hasSuffix("/") else { return nil }
@@ -143,7 +151,7 @@ struct RunPaths {
             path: name.path,
             reason:
                 "the name ends in '\(own.suffix)', so it is \(own.what) of a sluice job writing '\(owner)'\(running);"
-                + " sluice never writes an output over its own files: choose another name")
+                + " sluice never writes \(name.role == .output ? "an output" : "a checkpoint") over its own files: choose another name")
     }
 
     /// A name sluice makes by adding a suffix can be too long for the file system even when
