@@ -24,11 +24,13 @@ final class FileSinkPublishTests: XCTestCase {
         try Data("someone else's bytes".utf8).write(to: URL(fileURLWithPath: other))
         XCTAssertEqual(rename(other, FileSink.partialPath(for: out)), 0)
         XCTAssertThrowsError(try sink.finish()) { error in
-            guard case SluiceError.unsafePath(let path, let reason)? = error as? SluiceError else {
-                return XCTFail("expected unsafePath, got \(error)")
+            // Put there during the run: exit 6, not the exit 2 of a refusal that changed nothing.
+            guard case SluiceError.obstructed(let path, let reason)? = error as? SluiceError else {
+                return XCTFail("expected obstructed, got \(error)")
             }
             XCTAssertEqual(path, FileSink.partialPath(for: out))
             XCTAssertTrue(reason.contains("replaced"), reason)
+            XCTAssertEqual((error as? SluiceError)?.exitCode, 6)
         }
         XCTAssertFalse(FileManager.default.fileExists(atPath: out), "another file was published as the output")
         XCTAssertEqual(try String(contentsOfFile: FileSink.partialPath(for: out), encoding: .utf8), "someone else's bytes")

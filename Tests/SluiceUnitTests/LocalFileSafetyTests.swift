@@ -196,7 +196,13 @@ final class LocalFileSafetyTests: XCTestCase {
         let sink = try FileSink(path: dir + "/out")
         try Array("data".utf8).withUnsafeBytes { try sink.write($0) }
         try HostileFile.fifo(at: dir + "/out")
-        assertUnsafePath({ try sink.finish() }, mentioning: "FIFO")
+        // Put there during the run: exit 6 (the partial file and checkpoint stay), not exit 2.
+        XCTAssertThrowsError(try sink.finish()) { error in
+            guard case .obstructed(let path, let reason)? = error as? SluiceError else { return XCTFail("\(error)") }
+            XCTAssertEqual(path, dir + "/out")
+            XCTAssertTrue(reason.contains("a FIFO was put there during the run"), reason)
+        }
+        XCTAssertNotNil(FileManager.default.contents(atPath: dir + "/out.sluice-part"), "the output was not kept")
         var st = stat()
         XCTAssertEqual(lstat(dir + "/out", &st), 0)
         XCTAssertEqual(st.st_mode & S_IFMT, S_IFIFO)

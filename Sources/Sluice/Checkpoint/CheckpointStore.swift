@@ -218,14 +218,8 @@ public final class CheckpointStore: @unchecked Sendable {
     /// (one there before it is refused by `RunPaths`, exit 2): a local fault like a failed
     /// write (exit 6), which leaves the partial output and the last checkpoint for a resume.
     private static func foreignTemporary(_ path: String) -> SluiceError {
-        let what: String
-        switch POSIX.lstatFacts(path)?.kind {
-        case .symlink?: what = "a symbolic link"
-        case .directory?: what = "a directory"
-        case .fifo?: what = "a FIFO"
-        case .regular?: what = "a file that is not a checkpoint sluice left"
-        default: what = "something that is not a regular file"
-        }
+        let kind = POSIX.lstatFacts(path)?.kind ?? .other
+        let what = kind == .regular ? "a file that is not a checkpoint sluice left" : kind.named
         return .obstructed(
             path: path,
             reason: "sluice writes each checkpoint there before renaming it into place, and \(what) was put there during the run;"

@@ -170,15 +170,21 @@ public final class FileSink: TerminalSink, AheadWritingSink {
         // The rename goes by name: if another file was put at the partial name during the
         // run (another run whose own output is PATH.sluice-part renames onto it), renaming
         // it would publish someone else's bytes as this run's verified output.
+        // Either is something put there during the run (exit 6, the checkpoint stays), not a
+        // refusal before it.
         guard let found = POSIX.lstatFacts(partialPath), found.kind == .regular, found.identity == written else {
-            throw SluiceError.unsafePath(
+            throw SluiceError.obstructed(
                 path: partialPath,
-                reason: "it is no longer the file this run wrote (it was replaced or removed during the run), so it is not renamed to \(path)")
+                reason: "it is no longer the file this run wrote (it was replaced or removed during the run), so it is not renamed to \(path);"
+                    + " sluice leaves what is there as it is")
         }
         // The run checked PATH before it began; something that is not a file put there
         // since (a FIFO, a device, a directory) is still not replaced.
         if let there = POSIX.lstatFacts(path), there.kind != .regular && there.kind != .symlink {
-            throw SluiceError.unsafePath(path: path, reason: there.kind.refusal)
+            throw SluiceError.obstructed(
+                path: path,
+                reason: "\(there.kind.named) was put there during the run; sluice leaves it as it is and keeps the output in \(partialPath)"
+                    + " and the checkpoint, so a rerun resumes from it")
         }
         guard rename(partialPath, path) == 0 else {
             throw SluiceError.io(path: path, operation: "rename \(partialPath) to", errno: errno)

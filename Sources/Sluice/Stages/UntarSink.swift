@@ -225,10 +225,11 @@ public final class UntarSink: TerminalSink, TarEventHandler {
         guard let found = POSIX.lstatFacts(partialPath), found.kind == .directory,
             found.identity == POSIX.fstatFacts(root)?.identity
         else {
-            throw SluiceError.unsafePath(
+            throw SluiceError.obstructed(
                 path: partialPath,
                 reason:
-                    "it is no longer the directory this run extracted into (it was replaced or removed during the run), so it is not renamed to \(directory)")
+                    "it is no longer the directory this run extracted into (it was replaced or removed during the run), so it is not renamed to \(directory);"
+                    + " sluice leaves what is there as it is")
         }
         // rename(2) replaces an empty DIR atomically and refuses one that is not empty.
         guard rename(partialPath, directory) == 0 else {

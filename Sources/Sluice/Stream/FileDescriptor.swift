@@ -173,6 +173,19 @@ public enum FileKind: Sendable, Equatable {
     }
 
     /// Why a file of this kind is not used, for a refusal message.
+    /// The kind as a message names it ("a FIFO").
+    var named: String {
+        switch self {
+        case .symlink: return "a symbolic link"
+        case .directory: return "a directory"
+        case .fifo: return "a FIFO"
+        case .socket: return "a socket"
+        case .characterDevice, .blockDevice: return "a device"
+        case .regular: return "a file"
+        case .other: return "something that is not a regular file"
+        }
+    }
+
     var refusal: String {
         switch self {
         case .symlink: return "it is a symbolic link, and sluice never follows a link at a name it writes; remove the link or choose another name"
