@@ -268,7 +268,9 @@ public final class XzDecoder: ForwardingSink {
                     blockNumber: blocks.count &+ 1, streamNumber: streamsDone &+ 1)
                 gathering = job
                 phase = .blockBody
-                if head == nil && pool.count > 0 {
+                // Not with filters, whose output is not the window's (with more than one
+                // worker the queue may be short of a worker per block, and nothing drained).
+                if head == nil && pool.count > 0 && XzEarlyHead.suits(header) {
                     early = XzEarlyHead(job, lzma2: lzma2)
                     headsStartedEarly += 1
                 } else {
