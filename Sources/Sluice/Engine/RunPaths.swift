@@ -211,7 +211,8 @@ struct RunPaths {
                 path: name.path,
                 reason:
                     "sluice writes its checkpoint there first, and the file there is not one it can show it left (sluice links"
-                    + " a checkpoint there only whole and sealed with this user's key, and this file is not one); sluice leaves it:"
+                    + " a checkpoint there only whole, sealed with this user's key and under no other name, and this file is not one);"
+                    + " sluice leaves it:"
                     + " move it away or name another --checkpoint"
             )
         }
