@@ -111,6 +111,13 @@ final class CheckpointReplacedTests: XCTestCase {
         XCTAssertEqual(link(path, kept), 0)
         XCTAssertEqual(link(kept, store.temporaryPath), 0)
         XCTAssertFalse(CheckpointStore.isLeftoverTemporary(store.temporaryPath, keyDirectory: store.keyDirectory))
+        // Refused before a run for what it is: whole and sealed, but with another name.
+        let paths = RunPaths(output: nil, checkpoint: path, input: nil, stdout: nil)
+        guard case .unsafePath(let at, let reason)? = paths.problem(probe: .live(keyDirectory: store.keyDirectory)) else {
+            return XCTFail("a checkpoint with a second name at C.tmp was not refused")
+        }
+        XCTAssertEqual(at, store.temporaryPath)
+        XCTAssertTrue(reason.contains("under no other name"), reason)
         store.remove()
         XCTAssertTrue(FileManager.default.fileExists(atPath: store.temporaryPath), "a file with a second name was removed")
         XCTAssertEqual(unlink(store.temporaryPath), 0)

@@ -93,6 +93,7 @@ final class RunDecisionTests: XCTestCase {
         let mismatch = SluiceError.checksumMismatch(expected: "a", actual: "b")
         let refused = SluiceError.checkpointRefused(path: "c", reason: "bad gzip state")
         let unsafe = SluiceError.unsafePath(path: "p", reason: "other hard links")
+        let obstructed = SluiceError.obstructed(path: "p.sluice-part", reason: "it was replaced during the run")
 
         let rows: [(outcome: AttemptOutcome, facts: Facts, expected: AfterAttempt, line: UInt)] = [
             (.finished(sourceBytes: 5), fileFresh, .finished(sourceBytes: 5), #line),
@@ -148,6 +149,10 @@ final class RunDecisionTests: XCTestCase {
             // A refusal touches nothing, whatever else holds.
             (.failed(refused, sourceOffset: 0), fileResumed, .fail(refused, discard: false), #line),
             (.failed(unsafe, sourceOffset: 0), nothingKept, .fail(unsafe, discard: false), #line),
+            // Something put at a name of the run (the partial output's) is not removed by that
+            // name, even when no checkpoint was written (stdin, --checkpoint-interval 0).
+            (.failed(obstructed, sourceOffset: 100), nothingKept, .fail(obstructed, discard: false), #line),
+            (.failed(obstructed, sourceOffset: 0), fileFresh, .fail(obstructed, discard: false), #line),
         ]
         for row in rows {
             XCTAssertEqual(AfterAttempt.decide(row.outcome, row.facts), row.expected, line: row.line)

@@ -176,6 +176,35 @@ final class RunPathsTests: XCTestCase {
         }
     }
 
+    /// Inside an untar's partial tree (`d.sluice-part/`) everything is that job's: its final
+    /// rename would take an output or checkpoint put there into `d`, a start from zero
+    /// removes it with the tree. Refused as output and as checkpoint, however deep.
+    func testANameInsideAnotherJobsPartialTreeIsRefused() {
+        let rows: [(output: String, checkpoint: String?, refused: String?, line: UInt)] = [
+            ("d.sluice-part/x", nil, "inside d.sluice-part, the partial tree of a sluice job writing 'd': a running", #line),
+            ("top/d.sluice-part/sub/x", nil, "inside top/d.sluice-part, the partial tree of a sluice job writing 'top/d'", #line),
+            ("out", "d.sluice-part/c", "inside d.sluice-part, the partial tree of a sluice job writing 'd'", #line),
+            ("./d.sluice-part/x", nil, "inside d.sluice-part,", #line),
+            ("x.sluice-partial/x", nil, nil, #line),
+            ("out", ".sluice-part/c", nil, #line),
+        ]
+        for row in rows {
+            let paths = RunPaths(output: Self.target(row.output), checkpoint: row.checkpoint, input: nil, stdout: nil)
+            var probe = Self.probe([:])
+            probe.lockHolder = { $0 == "d.sluice.lock" ? LockHolder(pid: 42) : nil }
+            guard let refused = row.refused else {
+                XCTAssertNil(paths.problem(probe: probe), row.output, line: row.line)
+                continue
+            }
+            guard case .unsafePath(let path, let reason)? = paths.problem(probe: probe) else {
+                XCTFail("\(row.output): \(String(describing: paths.problem(probe: probe)))", line: row.line)
+                continue
+            }
+            XCTAssertEqual(path, row.checkpoint ?? row.output, line: row.line)
+            XCTAssertTrue(reason.contains(refused), reason, line: row.line)
+        }
+    }
+
     func testNoTwoRolesMayBeOneFile() {
         let rows: [(output: String?, checkpoint: String?, input: String?, files: [String: FileFacts], refused: Bool, line: UInt)] = [
             ("out", "out.sluice", "in", [:], false, #line),  // the default: shares the lock only

@@ -109,8 +109,11 @@ enum AfterAttempt: Equatable {
         case .failed(let error, let offset):
             // Proven wrong output goes; so does output no checkpoint can ever resume, and a
             // run that failed for good before its first byte leaves nothing behind. A refusal
-            // touches nothing; an interruption keeps its checkpoint.
+            // touches nothing; an interruption keeps its checkpoint. Something put at one of
+            // the run's names is left as it is: at the partial output's name it is not the
+            // run's output, and removing it by that name would delete someone's file.
             let refused = error.exitCode == 2
+            if case .obstructed = error { return .fail(error, discard: false) }
             let nothingArrived = offset == 0 && !refused && error != .cancelled
             return .fail(error, discard: !refused && (error.discardsPartialOutput || !facts.checkpointKept || nothingArrived))
         }

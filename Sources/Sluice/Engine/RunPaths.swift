@@ -85,7 +85,8 @@ struct RunPaths {
     func problem(probe: Probe = .live) -> SluiceError? {
         for name in names {
             let ownName = name.role == .output ? Self.ownNameProblem(name, probe: probe) : nil
-            if let refusal = Self.directoryNameProblem(name) ?? ownName ?? Self.lengthProblem(name)
+            if let refusal = Self.directoryNameProblem(name) ?? ownName ?? Self.partialTreeProblem(name, probe: probe)
+                ?? Self.lengthProblem(name)
                 ?? Self.kindProblem(name, probe: probe)
             {
                 return refusal
@@ -142,16 +143,40 @@ struct RunPaths {
         else { return nil }
         let owner = String(name.path.dropLast(own.suffix.count))
         guard !owner.hasSuffix("/") else { return nil }
-        let lock = owner + ".sluice.lock"
-        let running =
-            probe.lockHolder(lock).map { holder in
-                ": a running sluice job\(holder.pid.map { " (pid \($0))" } ?? "") holds \(lock) now"
-            } ?? ""
+        let running = runningJob(writing: owner, probe: probe)
         return .unsafePath(
             path: name.path,
             reason:
                 "the name ends in '\(own.suffix)', so it is \(own.what) of a sluice job writing '\(owner)'\(running);"
                 + " sluice never writes \(name.role == .output ? "an output" : "a checkpoint") over its own files: choose another name")
+    }
+
+    /// An output or checkpoint inside another job's partial tree (`file d.sluice-part/x`,
+    /// `--checkpoint d.sluice-part/c`) is that untar's: its final rename would take the file
+    /// into `d`, its resume refuses the tree for a name no member made, and a start from
+    /// zero removes the tree with it. Refused always, as a name ending in `.sluice-part` is.
+    static func partialTreeProblem(_ name: Name, probe: Probe) -> SluiceError? {
+        guard name.role == .output || name.role == .checkpoint else { return nil }
+        let suffix = ".sluice-part"
+        // Resolved, so `link/x` with `link` leading into such a tree is seen too.
+        let parts = probe.canonical(name.path).split(separator: "/", omittingEmptySubsequences: false)
+        guard let end = parts.indices.dropLast().first(where: { parts[$0].hasSuffix(suffix) && parts[$0].count > suffix.count })
+        else { return nil }
+        let tree = parts[...end].joined(separator: "/")
+        let owner = String(tree.dropLast(suffix.count))
+        return .unsafePath(
+            path: name.path,
+            reason:
+                "it is inside \(tree), the partial tree of a sluice job writing '\(owner)'\(runningJob(writing: owner, probe: probe));"
+                + " that job would take it into '\(owner)' or remove it with its tree: choose another place")
+    }
+
+    /// ": a running sluice job (pid N) holds X.sluice.lock now" when one writing `owner` runs.
+    private static func runningJob(writing owner: String, probe: Probe) -> String {
+        let lock = owner + ".sluice.lock"
+        return probe.lockHolder(lock).map { holder in
+            ": a running sluice job\(holder.pid.map { " (pid \($0))" } ?? "") holds \(lock) now"
+        } ?? ""
     }
 
     /// A name sluice makes by adding a suffix can be too long for the file system even when
@@ -186,7 +211,8 @@ struct RunPaths {
                 path: name.path,
                 reason:
                     "sluice writes its checkpoint there first, and the file there is not one it can show it left (sluice links"
-                    + " a checkpoint there only whole and sealed with this user's key, and this file is not one); sluice leaves it:"
+                    + " a checkpoint there only whole, sealed with this user's key and under no other name, and this file is not one);"
+                    + " sluice leaves it:"
                     + " move it away or name another --checkpoint"
             )
         }

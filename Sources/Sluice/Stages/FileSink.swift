@@ -183,8 +183,8 @@ public final class FileSink: TerminalSink, AheadWritingSink {
         if let there = POSIX.lstatFacts(path), there.kind != .regular && there.kind != .symlink {
             throw SluiceError.obstructed(
                 path: path,
-                reason: "\(there.kind.named) was put there during the run; sluice leaves it as it is and keeps the output in \(partialPath)"
-                    + " and the checkpoint, so a rerun resumes from it")
+                reason: "\(there.kind.named) was put there during the run; sluice leaves it as it is and keeps what it wrote in \(partialPath):"
+                    + " a rerun resumes from the last checkpoint (with none written, it starts over)")
         }
         guard rename(partialPath, path) == 0 else {
             throw SluiceError.io(path: path, operation: "rename \(partialPath) to", errno: errno)

@@ -172,7 +172,6 @@ public enum FileKind: Sendable, Equatable {
         }
     }
 
-    /// Why a file of this kind is not used, for a refusal message.
     /// The kind as a message names it ("a FIFO").
     var named: String {
         switch self {
@@ -186,6 +185,7 @@ public enum FileKind: Sendable, Equatable {
         }
     }
 
+    /// Why a file of this kind is not used, for a refusal message.
     var refusal: String {
         switch self {
         case .symlink: return "it is a symbolic link, and sluice never follows a link at a name it writes; remove the link or choose another name"
