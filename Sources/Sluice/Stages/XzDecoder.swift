@@ -420,10 +420,7 @@ public final class XzDecoder: ForwardingSink {
             try drainQueue(decodingHere: false)
             head = early.head
             blocksStreamed += 1
-            let held = early.heldOutput
-            outputOffset &+= UInt64(held.count)
-            streamOutput &+= UInt64(held.count)
-            try XzWaits.time(.stageWritesHead) { try next.write(held) }
+            try handOnHeadOutput(early.heldOutput)
             if job.header.uncompressedSize == 0 { try advanceHead() }
         } else if head != nil && pool.count < lookAhead && Self.worthAWorker(job) {
             try submit(job)
@@ -454,15 +451,18 @@ public final class XzDecoder: ForwardingSink {
     /// ahead go on.
     private func advanceHead() throws {
         guard let head else { return }
-        try head.advance { bytes in
-            outputOffset &+= UInt64(bytes.count)
-            streamOutput &+= UInt64(bytes.count)
-            try XzWaits.time(.stageWritesHead) { try next.write(bytes) }
-        }
+        try head.advance(handOnHeadOutput)
         if head.isDone {
             self.head = nil
             try emitFinished()
         }
+    }
+
+    /// The head's output, decoded now or held back while it started early, into the next stage.
+    private func handOnHeadOutput(_ bytes: UnsafeRawBufferPointer) throws {
+        outputOffset &+= UInt64(bytes.count)
+        streamOutput &+= UInt64(bytes.count)
+        try XzWaits.time(.stageWritesHead) { try next.write(bytes) }
     }
 
     /// Hands on, in order, the blocks decoded ahead that are done, once no head precedes them.
