@@ -263,11 +263,7 @@ final class CLIExitCodeTests: XCTestCase {
             "read \(fixture.raw) | file out",
         ]
         for specB in others {
-            let refused = try runSluiceBounded(["--checkpoint-interval", "1MiB", specB], in: dir)
-            XCTAssertEqual(refused.status, 2, "\(specB): \(refused.stderr)")
-            assertOneErrorLine(refused, mentions: ["out.sluice", "--restart"])
-            let after = try DirectorySnapshot(dir)
-            XCTAssertTrue(after == before, "refusing a foreign checkpoint changed the directory: \(after.differences(from: before))")
+            try assertRefused(["--checkpoint-interval", "1MiB", specB], in: dir, mentions: ["out.sluice", "--restart"], leaving: before)
         }
         // The right spec still resumes from it.
         try assertResumesToCompletion(argsA, in: dir, expected: fixture.raw)
@@ -281,11 +277,7 @@ final class CLIExitCodeTests: XCTestCase {
         let before = try DirectorySnapshot(dir)
         let spec = args.last!
         for second in [args, ["--restart"] + args, ["--checkpoint-interval", "0", spec], ["--progress", "json", "-q", spec]] {
-            let refused = try runSluiceBounded(second, in: dir)
-            XCTAssertEqual(refused.status, 2, "\(second): \(refused.stderr)")
-            assertOneErrorLine(refused, mentions: ["another sluice run holds", "out.sluice"])
-            let after = try DirectorySnapshot(dir)
-            XCTAssertTrue(after == before, "a refused second run (\(second)) changed the directory: \(after.differences(from: before))")
+            try assertRefused(second, in: dir, mentions: ["another sluice run holds", "out.sluice"], leaving: before)
         }
         flock(fd, LOCK_UN)
         close(fd)
@@ -304,11 +296,7 @@ final class CLIExitCodeTests: XCTestCase {
         guard let fd = try killedRunWithItsLockHeld(args, in: dir) else { return }
         let before = try DirectorySnapshot(dir)
         for name in ["out.sluice-part", "out.sluice", "out.sluice.lock", "out.sluice.tmp"] {
-            let refused = try runSluiceBounded(["read \(fixture.gz) | file \(name)"], in: dir)
-            XCTAssertEqual(refused.status, 2, "\(name): \(refused.stderr)")
-            assertOneErrorLine(refused, mentions: [name, "a running sluice job"])
-            let after = try DirectorySnapshot(dir)
-            XCTAssertTrue(after == before, "\(name) changed the directory: \(after.differences(from: before))")
+            try assertRefused(["read \(fixture.gz) | file \(name)"], in: dir, mentions: [name, "a running sluice job"], leaving: before)
         }
         flock(fd, LOCK_UN)
         close(fd)
@@ -317,6 +305,19 @@ final class CLIExitCodeTests: XCTestCase {
         XCTAssertEqual(idle.status, 2, idle.stderr)
         XCTAssertTrue(try DirectorySnapshot(dir) == before)
         try assertResumesToCompletion(args, in: dir, expected: fixture.raw)
+    }
+
+    /// Runs `arguments` in `dir`, which a killed run left as `before`: expects exit 2 with one
+    /// `sluice:` line mentioning `mentions`, and the directory still as it was.
+    private func assertRefused(
+        _ arguments: [String], in dir: String, mentions: [String], leaving before: DirectorySnapshot,
+        file: StaticString = #filePath, line: UInt = #line
+    ) throws {
+        let refused = try runSluiceBounded(arguments, in: dir, file: file, line: line)
+        XCTAssertEqual(refused.status, 2, "\(arguments): \(refused.stderr)", file: file, line: line)
+        assertOneErrorLine(refused, mentions: mentions, file: file, line: line)
+        let after = try DirectorySnapshot(dir)
+        XCTAssertTrue(after == before, "\(arguments) changed the directory: \(after.differences(from: before))", file: file, line: line)
     }
 
     /// Runs `args` (writing `out`) until its first checkpoint, kills it, and holds its lock the

@@ -123,26 +123,16 @@ final class RunPathsTests: XCTestCase {
     /// that job's own checkpoint name, which a user may spell out.
     func testACheckpointNamedLikeAnotherJobsOwnFilesIsRefused() {
         let rows: [(checkpoint: String, refused: String?, line: UInt)] = [
-            ("o.sluice.tmp", "the checkpoint's temporary file of a sluice job writing 'o';", #line),
-            ("o.sluice-part", "the partial output of a sluice job writing 'o';", #line),
-            ("d/o.sluice.lock", "the lock file of a sluice job writing 'd/o';", #line),
+            ("o.sluice.tmp", "the checkpoint's temporary file of a sluice job writing 'o'; sluice never writes a checkpoint over", #line),
+            ("o.sluice-part", "the partial output of a sluice job writing 'o'; sluice never writes a checkpoint over", #line),
+            ("d/o.sluice.lock", "the lock file of a sluice job writing 'd/o'; sluice never writes a checkpoint over", #line),
             ("out.sluice", nil, #line),
             ("o.sluice", nil, #line),
             ("c.tmp", nil, #line),
         ]
         for row in rows {
             let paths = RunPaths(output: Self.target("out"), checkpoint: row.checkpoint, input: nil, stdout: nil)
-            let problem = paths.problem(probe: Self.probe([:]))
-            guard let refused = row.refused else {
-                XCTAssertNil(problem, row.checkpoint, line: row.line)
-                continue
-            }
-            guard case .unsafePath(let path, let reason)? = problem else {
-                XCTFail("\(row.checkpoint): \(String(describing: problem))", line: row.line)
-                continue
-            }
-            XCTAssertEqual(path, row.checkpoint, line: row.line)
-            XCTAssertTrue(reason.contains(refused) && reason.contains("never writes a checkpoint over"), reason, line: row.line)
+            assertRefusal(of: paths, probe: Self.probe([:]), at: row.checkpoint, mentioning: row.refused, line: row.line)
         }
     }
 
@@ -162,17 +152,7 @@ final class RunPathsTests: XCTestCase {
             let paths = RunPaths(output: Self.target(row.output), checkpoint: nil, input: nil, stdout: nil)
             var probe = Self.probe([:])
             probe.lockHolder = { [held = row.held] _ in held ? LockHolder(pid: 42) : nil }
-            guard let refused = row.refused else {
-                XCTAssertNil(paths.problem(probe: probe), row.output, line: row.line)
-                continue
-            }
-            guard case .unsafePath(let path, let reason)? = paths.problem(probe: probe) else {
-                XCTFail("\(row.output): \(String(describing: paths.problem(probe: probe)))", line: row.line)
-                continue
-            }
-            XCTAssertEqual(path, row.output, line: row.line)
-            XCTAssertTrue(reason.contains(refused), reason, line: row.line)
-            XCTAssertEqual(paths.problem(probe: probe)?.exitCode, 2, line: row.line)
+            assertRefusal(of: paths, probe: probe, at: row.output, mentioning: row.refused, line: row.line)
         }
     }
 
@@ -192,17 +172,21 @@ final class RunPathsTests: XCTestCase {
             let paths = RunPaths(output: Self.target(row.output), checkpoint: row.checkpoint, input: nil, stdout: nil)
             var probe = Self.probe([:])
             probe.lockHolder = { $0 == "d.sluice.lock" ? LockHolder(pid: 42) : nil }
-            guard let refused = row.refused else {
-                XCTAssertNil(paths.problem(probe: probe), row.output, line: row.line)
-                continue
-            }
-            guard case .unsafePath(let path, let reason)? = paths.problem(probe: probe) else {
-                XCTFail("\(row.output): \(String(describing: paths.problem(probe: probe)))", line: row.line)
-                continue
-            }
-            XCTAssertEqual(path, row.checkpoint ?? row.output, line: row.line)
-            XCTAssertTrue(reason.contains(refused), reason, line: row.line)
+            assertRefusal(of: paths, probe: probe, at: row.checkpoint ?? row.output, mentioning: row.refused, line: row.line)
         }
+    }
+
+    /// `paths` refused before the run (exit 2) at `path` for a reason that mentions
+    /// `refused`; with `refused` nil, not refused at all.
+    private func assertRefusal(of paths: RunPaths, probe: RunPaths.Probe, at path: String, mentioning refused: String?, line: UInt) {
+        let problem = paths.problem(probe: probe)
+        guard let refused else { return XCTAssertNil(problem, path, line: line) }
+        guard case .unsafePath(let refusedPath, let reason)? = problem else {
+            return XCTFail("\(path): \(String(describing: problem))", line: line)
+        }
+        XCTAssertEqual(refusedPath, path, line: line)
+        XCTAssertTrue(reason.contains(refused), reason, line: line)
+        XCTAssertEqual(problem?.exitCode, 2, line: line)
     }
 
     func testNoTwoRolesMayBeOneFile() {
